@@ -1,0 +1,25 @@
+"""The handful of domain exceptions. Messages name the dataset, the URL or file, the stage and why."""
+
+from __future__ import annotations
+
+
+class PlacspError(Exception):
+    """Base class: everything the provider raises on purpose."""
+
+
+class FeedError(PlacspError):
+    """The source could not be read: HTTP failures, refused redirects, non-feed bodies, limits."""
+
+    def __init__(self, dataset: str, url: str, reason: str) -> None:
+        self.dataset = dataset
+        self.url = url
+        self.reason = reason
+        super().__init__(f"dataset {dataset}: {url}: {reason}")
+
+
+class PageTooLargeError(FeedError):
+    """A page or archive exceeded the configured size limit; it was not landed."""
+
+
+class ConfigError(PlacspError, ValueError):
+    """A configuration value that cannot work; raised before any network or Spark work."""
