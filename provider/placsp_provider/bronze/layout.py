@@ -1,0 +1,45 @@
+"""Where things live in the lake. One place, so paths never drift between stages.
+
+    <lake>/bronze/<dataset>/pages/<page stem>.<sha256[:16]>.atom   landed pages (immutable)
+    <lake>/bronze/<dataset>/manifests/<start>__<end>.json          one manifest per interval
+    <lake>/bronze/<dataset>/_incoming/                             temp files, same filesystem
+    <lake>/silver/<table>                                          Delta tables
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from pathlib import Path
+
+from placsp_provider.feed.timestamps import isoformat
+
+
+def bronze_dir(lake: Path, dataset: str) -> Path:
+    return lake / "bronze" / dataset
+
+
+def pages_dir(lake: Path, dataset: str) -> Path:
+    return bronze_dir(lake, dataset) / "pages"
+
+
+def incoming_dir(lake: Path, dataset: str) -> Path:
+    return bronze_dir(lake, dataset) / "_incoming"
+
+
+def manifest_path(lake: Path, dataset: str, start: datetime, end: datetime) -> Path:
+    stamp = f"{_compact(start)}__{_compact(end)}"
+    return bronze_dir(lake, dataset) / "manifests" / f"{stamp}.json"
+
+
+def page_file(lake: Path, dataset: str, name: str, sha256: str) -> Path:
+    stem = name.rsplit("/", 1)[-1]
+    stem = stem[: -len(".atom")] if stem.endswith(".atom") else stem
+    return pages_dir(lake, dataset) / f"{stem}.{sha256[:16]}.atom"
+
+
+def silver_table(lake: Path, table: str) -> Path:
+    return lake / "silver" / table
+
+
+def _compact(value: datetime) -> str:
+    return isoformat(value).replace(":", "").replace("-", "")

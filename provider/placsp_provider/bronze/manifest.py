@@ -1,0 +1,84 @@
+"""The extraction manifest: what was landed for one dataset and interval, counted without Spark.
+
+Later stages reconcile against `entries` and `tombstones` here: for every page, the rows in Silver
+plus the dead letters must add up to these numbers.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+MANIFEST_VERSION = 1
+
+
+@dataclass
+class LandedPage:
+    url: str  # page URL, or `<archive URL>#<member>` for archive members
+    file: str  # path relative to the lake root
+    bytes: int
+    sha256: str
+    entries: int
+    tombstones: int
+    min_updated: str | None
+    max_updated: str | None
+    min_deleted: str | None
+    max_deleted: str | None
+    well_formed: bool
+    error: str | None  # parser message (line, column) for pages that are not well-formed
+    source: str  # "feed" or "archive"
+    newly_landed: bool  # False when the same bytes were already in Bronze
+
+
+@dataclass
+class Manifest:
+    dataset: str
+    syndication_id: int
+    run_id: str
+    interval_start: str
+    interval_end: str
+    window_start: str  # interval_start minus the overlap
+    base_url: str
+    pages: list[LandedPage] = field(default_factory=list)
+    archives: list[str] = field(default_factory=list)
+    pages_visited: int = 0
+    stop_reason: str = ""
+    extracted_at: str = ""
+    version: int = MANIFEST_VERSION
+
+    @property
+    def entries(self) -> int:
+        return sum(p.entries for p in self.pages)
+
+    @property
+    def tombstones(self) -> int:
+        return sum(p.tombstones for p in self.pages)
+
+    def summary(self) -> dict[str, Any]:
+        """The compact figure that goes to XCom and the CLI's --json."""
+        bad = [p for p in self.pages if not p.well_formed]
+        return {
+            "dataset": self.dataset,
+            "interval": [self.interval_start, self.interval_end],
+            "pages": len(self.pages),
+            "new_pages": sum(p.newly_landed for p in self.pages),
+            "entries": self.entries,
+            "tombstones": self.tombstones,
+            "bytes": sum(p.bytes for p in self.pages),
+            "not_well_formed": len(bad),
+            "not_well_formed_files": [p.file for p in bad][:10],
+            "archives": len(self.archives),
+            "pages_visited": self.pages_visited,
+            "stop_reason": self.stop_reason,
+        }
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), indent=2, ensure_ascii=False, sort_keys=True)
+
+    @classmethod
+    def load(cls, path: Path) -> Manifest:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+        pages = [LandedPage(**p) for p in raw.pop("pages", [])]
+        return cls(pages=pages, **raw)

@@ -1,0 +1,1 @@
+"""The embedded demo: the bundled real PLACSP pages served as a site on loopback."""

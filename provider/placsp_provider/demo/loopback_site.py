@@ -1,0 +1,121 @@
+"""A tiny HTTP server on 127.0.0.1 that serves feed pages and archives like the PLACSP site.
+
+Used by `make demo` (bundled real pages) and by the tests (real and generated pages, plus
+misbehaviours: status codes, Retry-After, cut bodies, redirects, HTML error pages). Real HTTP,
+real sockets: no mocked `requests`.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from urllib.parse import urlsplit
+
+Body = bytes | Path
+
+
+@dataclass
+class Reply:
+    """A canned answer. `cut_at` sends a Content-Length for the whole body but only that many bytes."""
+
+    body: Body = b""
+    status: int = 200
+    content_type: str = "application/atom+xml; charset=utf-8"
+    headers: dict[str, str] | None = None
+    cut_at: int | None = None
+    delay: float = 0.0
+
+
+Handler = Callable[[BaseHTTPRequestHandler], "Reply"]
+Route = Body | Reply | Handler
+
+
+class LoopbackSite:
+    """Serve `routes` (path -> bytes, file, Reply or callable) until `close()`; counts hits."""
+
+    def __init__(self, routes: dict[str, Route] | None = None) -> None:
+        self.routes: dict[str, Route] = dict(routes or {})
+        self.hits: dict[str, int] = {}
+        site = self
+
+        class _Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
+                path = urlsplit(self.path).path
+                site.hits[path] = site.hits.get(path, 0) + 1
+                route = site.routes.get(path)
+                if route is None:
+                    reply = Reply(b"not found", status=404, content_type="text/plain")
+                elif callable(route):
+                    reply = route(self)
+                elif isinstance(route, Reply):
+                    reply = route
+                else:
+                    reply = Reply(route, content_type=_guess_type(path))
+                _send(self, reply)
+
+            def log_message(self, format: str, *args: object) -> None:  # keep test output clean
+                return
+
+        self._server = _QuietServer(("127.0.0.1", 0), _Handler)
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread.start()
+
+    @property
+    def base_url(self) -> str:
+        host, port = self._server.server_address[:2]
+        return f"http://{host}:{port}/sindicacion"
+
+    def url(self, path: str) -> str:
+        host, port = self._server.server_address[:2]
+        return f"http://{host}:{port}{path}"
+
+    def close(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+    def __enter__(self) -> LoopbackSite:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class _QuietServer(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request: object, client_address: object) -> None:
+        # Clients that hang up mid-body are exactly what some tests do; not worth a traceback.
+        return
+
+
+def _guess_type(path: str) -> str:
+    return "application/zip" if path.endswith(".zip") else "application/atom+xml; charset=utf-8"
+
+
+def _send(handler: BaseHTTPRequestHandler, reply: Reply) -> None:
+    import time
+
+    if reply.delay:
+        time.sleep(reply.delay)
+    body = reply.body.read_bytes() if isinstance(reply.body, Path) else reply.body
+    handler.send_response(reply.status)
+    handler.send_header("Content-Type", reply.content_type)
+    handler.send_header("Content-Length", str(len(body)))
+    for key, value in (reply.headers or {}).items():
+        handler.send_header(key, value)
+    if reply.cut_at is not None:
+        handler.send_header("Connection", "close")
+    handler.end_headers()
+    try:
+        handler.wfile.write(body if reply.cut_at is None else body[: reply.cut_at])
+        handler.wfile.flush()
+    except (BrokenPipeError, ConnectionResetError):
+        return
+    if reply.cut_at is not None:
+        handler.close_connection = True

@@ -1,0 +1,214 @@
+"""Byte-level splitting of one PLACSP feed page into its records (entries and tombstones).
+
+Why bytes and not a streaming parser: a page that is not well-formed as a whole (a truncated file, an
+unclosed tag, three entries concatenated without a root) makes any whole-document parser stop or, worse,
+swallow the rest of the page. Cutting the page into records first means a broken record costs only
+itself: each record is then parsed standalone, wrapped in a synthetic element that carries the page
+root's namespace declarations (see `wrap_record`).
+
+Everything here is regex/`bytes.find` work over the page, so the cost is a few milliseconds per MB.
+
+Known limits (none occur in PLACSP pages): record start tags inside CDATA sections or comments would be
+taken as records, and bytes between records (outside any record) are not looked at.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+
+from placsp_provider.feed.xml import ATOM_NS, TOMBSTONE_NS
+
+ENTRY = "entry"
+TOMBSTONE = "tombstone"
+
+_ATOM_NS_B = ATOM_NS.encode()
+_TOMBSTONE_NS_B = TOMBSTONE_NS.encode()
+
+_XML_DECLARATION = re.compile(rb"\A(?:\xef\xbb\xbf)?\s*(<\?xml\s[^>]*\?>)")
+# The first `<` followed by a name character: `<?`, `<!` and `</` are skipped by construction.
+_FIRST_ELEMENT = re.compile(rb"<((?:[A-Za-z_][\w.\-]*:)?([A-Za-z_][\w.\-]*))")
+# The rest of a start tag after its name: attributes with quoted values (which may hold `>`), then `>`.
+_START_TAG_REST = re.compile(rb"""(?:\s+[^\s=/>]+\s*=\s*(?:"[^"]*"|'[^']*'))*\s*(/?)>""")
+_XMLNS = re.compile(rb"""\sxmlns(?::([^\s=/>]+))?\s*=\s*(?:"([^"]*)"|'([^']*)')""")
+_RECORD_START = re.compile(rb"<(?:([A-Za-z_][\w.\-]*):)?(entry|deleted-entry)(?=[\s/>])")
+_FEED_END = re.compile(rb"</(?:[A-Za-z_][\w.\-]*:)?feed\s*>\s*\Z")
+
+# Used only for dead letters, when the record did not parse: the first Atom `<id>` / the `ref=`.
+_ENTRY_ID = re.compile(rb"<(?:[A-Za-z_][\w.\-]*:)?id(?:\s[^>]*)?>\s*([^<\s][^<]*?)\s*</")
+_TOMBSTONE_REF = re.compile(rb"""\sref\s*=\s*(?:"([^"]*)"|'([^']*)')""")
+
+WRAPPER_NAME = "placsp-record"
+
+
+@dataclass(frozen=True)
+class RecordSpan:
+    """Where one record sits in the page: `data[start:end]`."""
+
+    kind: str  # ENTRY or TOMBSTONE
+    start: int  # offset of the `<` of its start tag
+    end: int  # exclusive
+    closed: bool  # its end tag (or `/>`) was found before the next record / the end of the page
+    prefix: str  # the tag prefix it was written with ('' when unprefixed)
+
+
+@dataclass(frozen=True)
+class PageLayout:
+    """What the byte scan learnt about a page."""
+
+    xml_declaration: bytes  # the page's `<?xml ...?>`, or b''
+    namespace_context: str  # xmlns declarations of the page root, e.g. 'xmlns="..." xmlns:cbc="..."'
+    root_name: str | None  # qualified name of the first element, None when the page has no element
+    has_feed_root: bool  # the first element is an Atom `feed` (the normal case)
+    feed_closed: bool  # the page ends with the root's end tag (False for a truncated page)
+    records: tuple[RecordSpan, ...]
+
+    @property
+    def entries_seen(self) -> int:
+        return sum(1 for r in self.records if r.kind == ENTRY)
+
+    @property
+    def tombstones_seen(self) -> int:
+        return sum(1 for r in self.records if r.kind == TOMBSTONE)
+
+
+def scan_page(data: bytes) -> PageLayout:
+    """Find the page's namespace context and every record start tag, and where each record ends."""
+    decl_match = _XML_DECLARATION.match(data)
+    xml_declaration = decl_match.group(1) if decl_match else b""
+    root = _FIRST_ELEMENT.search(data)
+    bindings: dict[bytes, bytes] = {}
+    root_name: str | None = None
+    has_feed_root = False
+    if root is not None:
+        root_name = root.group(1).decode("utf-8", "backslashreplace")
+        if root.group(2) not in (b"entry", b"deleted-entry"):
+            # A record as first element means there is no wrapper root (the concatenated-fragment case):
+            # its own declarations belong to it, not to the page.
+            bindings = _declarations(data, root.end())
+            has_feed_root = root.group(2) == b"feed"
+    records = tuple(_find_records(data, bindings))
+    feed_closed = bool(_FEED_END.search(data[-4096:])) if has_feed_root else True
+    return PageLayout(
+        xml_declaration=xml_declaration,
+        namespace_context=_format_context(bindings),
+        root_name=root_name,
+        has_feed_root=has_feed_root,
+        feed_closed=feed_closed,
+        records=records,
+    )
+
+
+def _declarations(data: bytes, name_end: int) -> dict[bytes, bytes]:
+    """The xmlns declarations of the start tag whose name ends at `name_end` (prefix b'' = default)."""
+    rest = _START_TAG_REST.match(data, name_end)
+    tag = data[name_end : rest.end()] if rest else data[name_end : data.find(b">", name_end) + 1]
+    return {
+        (m.group(1) or b""): (m.group(2) if m.group(2) is not None else m.group(3))
+        for m in _XMLNS.finditer(tag)
+    }
+
+
+def _format_context(bindings: dict[bytes, bytes]) -> str:
+    parts = []
+    for prefix, uri in bindings.items():
+        name = b"xmlns:" + prefix if prefix else b"xmlns"
+        value = uri.replace(b"&", b"&amp;").replace(b'"', b"&quot;")
+        parts.append((name + b'="' + value + b'"').decode("utf-8", "backslashreplace"))
+    return " ".join(parts)
+
+
+def _is_record_tag(
+    data: bytes, match: re.Match[bytes], bindings: dict[bytes, bytes]
+) -> tuple[str, int | None] | None:
+    """(kind, end of a self-closing start tag or None) when this tag opens a record, else None.
+
+    Matching is on namespace URIs: the tag's prefix must be bound to the Atom (entries) or tombstone
+    namespace, inline on the tag itself or by the page root. A prefix bound nowhere is accepted too, so
+    an unbound `<at:deleted-entry>` or a root-less fragment (`<entry>` with no declarations at all) still
+    counts as a record -- and then fails to parse, visibly -- instead of disappearing.
+    """
+    prefix = match.group(1) or b""
+    is_entry = match.group(2) == b"entry"
+    wanted = _ATOM_NS_B if is_entry else _TOMBSTONE_NS_B
+    rest = _START_TAG_REST.match(data, match.end())
+    inline = _declarations(data, match.end()) if rest else {}
+    bound = inline.get(prefix, bindings.get(prefix))
+    if bound is not None and bound != wanted:
+        return None  # the same local name in another namespace: not a record
+    self_closing_end = rest.end() if rest and rest.group(1) else None
+    return (ENTRY if is_entry else TOMBSTONE), self_closing_end
+
+
+def _find_records(data: bytes, bindings: dict[bytes, bytes]) -> list[RecordSpan]:
+    starts: list[tuple[int, str, int | None, bytes]] = []
+    for match in _RECORD_START.finditer(data):
+        found = _is_record_tag(data, match, bindings)
+        if found is not None:
+            starts.append((match.start(), found[0], found[1], match.group(1) or b""))
+    spans = []
+    for i, (start, kind, self_closing_end, prefix) in enumerate(starts):
+        if self_closing_end is not None:
+            spans.append(RecordSpan(kind, start, self_closing_end, True, prefix.decode("ascii")))
+            continue
+        limit = starts[i + 1][0] if i + 1 < len(starts) else len(data)
+        end, closed = _record_end(data, start, limit, kind, prefix)
+        spans.append(RecordSpan(kind, start, end, closed, prefix.decode("ascii")))
+    return spans
+
+
+def _record_end(data: bytes, start: int, limit: int, kind: str, prefix: bytes) -> tuple[int, bool]:
+    """End of the record: its end tag, else the next record start or the end of the page."""
+    end_tag = _end_tag_pattern(prefix, b"entry" if kind == ENTRY else b"deleted-entry")
+    found = end_tag.search(data, start, limit)
+    if found is None:
+        return _trim_end(data, start, limit), False
+    return found.end(), True
+
+
+def _trim_end(data: bytes, start: int, limit: int) -> int:
+    # Whitespace before the next record belongs to no record; dropping it keeps raw_record tidy.
+    return start + len(data[start:limit].rstrip())
+
+
+@lru_cache(maxsize=32)
+def _end_tag_pattern(prefix: bytes, local: bytes) -> re.Pattern[bytes]:
+    qname = prefix + b":" + local if prefix else local
+    return re.compile(rb"</" + re.escape(qname) + rb"\s*>")
+
+
+def wrap_record(record: bytes, namespace_context: str, xml_declaration: bytes = b"") -> tuple[bytes, int]:
+    """The record inside a synthetic root carrying the page's namespace declarations.
+
+    Everything added before the record stays on the record's first line, so the parser's line numbers
+    are the record's own line numbers; only columns on line 1 are shifted, by the returned prefix length.
+    The page's XML declaration is kept so a declared encoding still applies to the record's bytes.
+    """
+    context = namespace_context.encode("utf-8")
+    head = xml_declaration + b"<" + WRAPPER_NAME.encode() + (b" " + context if context else b"") + b">"
+    return head + record + b"</" + WRAPPER_NAME.encode() + b">", len(head)
+
+
+def recover_entry_id(record: bytes, kind: str) -> str | None:
+    """The entry id (or tombstone ref) read with a byte regex, for records that did not parse."""
+    if kind == TOMBSTONE:
+        tag_end = record.find(b">")
+        found = _TOMBSTONE_REF.search(record, 0, tag_end + 1 if tag_end >= 0 else len(record))
+        raw = (found.group(1) if found.group(1) is not None else found.group(2)) if found else None
+    else:
+        found = _ENTRY_ID.search(record)
+        raw = found.group(1) if found else None
+    if raw is None:
+        return None
+    return raw.strip().decode("utf-8", "backslashreplace") or None
+
+
+def line_of(data: bytes, offset: int) -> int:
+    """1-based line number of a byte offset (for messages only, so the count runs on failures only)."""
+    return data.count(b"\n", 0, offset) + 1
+
+
+def column_of(data: bytes, offset: int) -> int:
+    """1-based byte column of a byte offset on its line."""
+    return offset - (data.rfind(b"\n", 0, offset) + 1) + 1
