@@ -85,13 +85,14 @@ class Download:
 
 
 def redact(url: str) -> str:
-    """A URL safe to log: no user info, no query string (tokens live there)."""
+    """A URL safe to log: no user info, no query string (tokens live there). The fragment stays:
+    it names an archive member and is never sent to the server."""
     parts = urlsplit(url)
     host = parts.hostname or ""
     if parts.port:
         host = f"{host}:{parts.port}"
     query = "…" if parts.query else ""
-    return urlunsplit((parts.scheme, host, parts.path, query, ""))
+    return urlunsplit((parts.scheme, host, parts.path, query, parts.fragment))
 
 
 class FeedClient:

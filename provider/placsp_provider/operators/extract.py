@@ -60,6 +60,7 @@ class PlacspExtractOperator(BaseOperator):
         from placsp_provider.bronze.extract import ExtractRequest, extract_interval
         from placsp_provider.bronze.layout import manifest_path
         from placsp_provider.datasets import get_dataset
+        from placsp_provider.errors import PlacspError
         from placsp_provider.hooks.placsp import PlacspHook
 
         ds = get_dataset(self.dataset)
@@ -75,12 +76,17 @@ class PlacspExtractOperator(BaseOperator):
             end=end,
             lake=lake,
             run_id=context["run_id"],
-            overlap=self.overlap if self.overlap is not None else settings.overlap(),
+            overlap=self._overlap(settings.overlap()),
             max_pages=self.max_pages or settings.max_pages(),
             source=self.source,
         )
-        with PlacspHook(self.placsp_conn_id).get_client(ds.key) as client:
-            manifest = extract_interval(client, request)
+        try:
+            with PlacspHook(self.placsp_conn_id).get_client(ds.key) as client:
+                manifest = extract_interval(client, request)
+        except PlacspError as err:
+            # The reason first, in one line; Airflow prints the (short) traceback after it.
+            self.log.error("extraction failed: %s", err)
+            raise PlacspError(str(err)) from None
         summary = manifest.summary()
         summary["manifest"] = str(manifest_path(lake, ds.key, start, end))
         summary["lake"] = str(lake)
@@ -90,6 +96,12 @@ class PlacspExtractOperator(BaseOperator):
                 ds.key, summary["not_well_formed"], ", ".join(summary["not_well_formed_files"]),
             )
         return summary
+
+    def _overlap(self, default: timedelta) -> timedelta:
+        if self.overlap is not None:
+            return self.overlap
+        # Archive backfills cover whole months exactly; the overlap is for late live publications.
+        return timedelta(0) if self.source == "archives" else default
 
 
 def _aware(text: str) -> datetime:

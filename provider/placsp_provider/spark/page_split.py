@@ -33,7 +33,8 @@ _FIRST_ELEMENT = re.compile(rb"<((?:[A-Za-z_][\w.\-]*:)?([A-Za-z_][\w.\-]*))")
 _START_TAG_REST = re.compile(rb"""(?:\s+[^\s=/>]+\s*=\s*(?:"[^"]*"|'[^']*'))*\s*(/?)>""")
 _XMLNS = re.compile(rb"""\sxmlns(?::([^\s=/>]+))?\s*=\s*(?:"([^"]*)"|'([^']*)')""")
 _RECORD_START = re.compile(rb"<(?:([A-Za-z_][\w.\-]*):)?(entry|deleted-entry)(?=[\s/>])")
-_FEED_END = re.compile(rb"</(?:[A-Za-z_][\w.\-]*:)?feed\s*>\s*\Z")
+# The root's end tag, followed only by what XML allows after it (whitespace, comments, PIs).
+_FEED_END = re.compile(rb"</(?:[A-Za-z_][\w.\-]*:)?feed\s*>(?:\s|<!--.*?-->|<\?.*?\?>)*\Z", re.DOTALL)
 
 # Used only for dead letters, when the record did not parse: the first Atom `<id>` / the `ref=`.
 _ENTRY_ID = re.compile(rb"<(?:[A-Za-z_][\w.\-]*:)?id(?:\s[^>]*)?>\s*([^<\s][^<]*?)\s*</")
@@ -60,7 +61,7 @@ class PageLayout:
     xml_declaration: bytes  # the page's `<?xml ...?>`, or b''
     namespace_context: str  # xmlns declarations of the page root, e.g. 'xmlns="..." xmlns:cbc="..."'
     root_name: str | None  # qualified name of the first element, None when the page has no element
-    has_feed_root: bool  # the first element is an Atom `feed` (the normal case)
+    has_feed_root: bool  # the first element is a `feed` (the normal case)
     feed_closed: bool  # the page ends with the root's end tag (False for a truncated page)
     records: tuple[RecordSpan, ...]
 

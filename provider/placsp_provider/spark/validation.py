@@ -6,8 +6,9 @@ that does not read as a number, text that was mis-encoded upstream. Nothing here
 either read exactly or reported.
 
 All problems of a record are collected (`Problems`) and reported in ONE dead letter: its error_type is
-the first problem's, in the order the checks run (id, timestamp, encoding, then values in document
-order), and its message lists every problem (the first 10, then a count).
+the first problem's, in the order the checks run -- encoding (U+FFFD, the likely root cause of any
+other oddity), entry id / ref, timestamp, then typed values (amounts, counts, indicators, lot ids) in
+document order -- and its message lists every problem (the first 10, then a count).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ AMOUNT_PRECISION = 38
 AMOUNT_SCALE = 6
 _MAX_INTEGER_DIGITS = AMOUNT_PRECISION - AMOUNT_SCALE
 _SCALE_UNIT = Decimal(1).scaleb(-AMOUNT_SCALE)
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 
 # Error types of stage 'validation'.
 INVALID_ENTRY_ID = "invalid_entry_id"
@@ -43,11 +45,11 @@ _MAX_LISTED_PROBLEMS = 10
 
 # Amount shapes. A single separator (`.` or `,`) is the decimal separator; several identical ones are
 # thousands groups; with both, the last one is the decimal separator and the other must group by 3.
-_PLAIN = re.compile(r"[+-]?\d+")
-_ONE_SEPARATOR = re.compile(r"[+-]?(?:\d+[.,]\d*|[.,]\d+)")
-_GROUPED = re.compile(r"[+-]?\d{1,3}(?:(?P<sep>[.,])\d{3})(?:(?P=sep)\d{3})*")
+_PLAIN = re.compile(r"[+-]?\d+", re.ASCII)
+_ONE_SEPARATOR = re.compile(r"[+-]?(?:\d+[.,]\d*|[.,]\d+)", re.ASCII)
+_GROUPED = re.compile(r"[+-]?\d{1,3}(?P<sep>[.,])\d{3}(?:(?P=sep)\d{3})*", re.ASCII)
 _GROUPED_WITH_DECIMALS = re.compile(
-    r"[+-]?\d{1,3}(?:(?P<sep>[.,])\d{3})+(?P<dec>[.,])\d+"
+    r"[+-]?\d{1,3}(?P<sep>[.,])\d{3}(?:(?P=sep)\d{3})*(?P<dec>[.,])\d+", re.ASCII
 )
 _REPLACEMENT_CHAR = "\ufffd"
 _REPLACEMENT_BYTES = _REPLACEMENT_CHAR.encode("utf-8")
@@ -99,7 +101,7 @@ def parse_amount(text: str | None) -> Decimal:
         raise ValueError(f"not an amount: {raw!r}")
     try:
         value = Decimal(normalised)
-    except InvalidOperation as err:  # pragma: no cover - the shapes above only let digits through
+    except InvalidOperation as err:  # the shapes above should make this unreachable
         raise ValueError(f"not an amount: {raw!r}") from err
     exponent = value.as_tuple().exponent
     if isinstance(exponent, int) and -exponent > AMOUNT_SCALE:
@@ -128,11 +130,14 @@ def _normalise_amount(raw: str) -> str | None:
 
 
 def parse_integer(text: str | None) -> int:
-    """A count (e.g. ReceivedTenderQuantity): optional sign and digits only."""
+    """A count (e.g. ReceivedTenderQuantity): optional sign and digits only, within int64."""
     raw = (text or "").strip()
     if not _PLAIN.fullmatch(raw):
         raise ValueError(f"not an integer: {raw!r}")
-    return int(raw)
+    value = int(raw)
+    if not _INT64_MIN <= value <= _INT64_MAX:
+        raise ValueError(f"integer {raw!r} does not fit in 64 bits")
+    return value
 
 
 def parse_boolean(text: str | None) -> bool:
@@ -210,7 +215,6 @@ def describe_replacement_characters(element: object) -> str:
             if _REPLACEMENT_CHAR in value:
                 places.append(f"<{name}> attribute {attr.rsplit('}', 1)[-1]}={value[:80]!r}")
     listed = "; ".join(places[:5]) + (f"; and {len(places) - 5} more" if len(places) > 5 else "")
-    return (
-        "text holds U+FFFD replacement characters, i.e. it was mis-encoded before it reached the feed"
-        + (f": {listed}" if listed else "")
+    return "text holds U+FFFD replacement characters, i.e. it was mis-encoded before it reached the feed" + (
+        f": {listed}" if listed else ""
     )

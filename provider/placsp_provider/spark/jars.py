@@ -1,0 +1,105 @@
+"""The JVM jars our Spark jobs need, pinned, fetched once from Maven Central into a local cache.
+
+`python -m placsp_provider.spark.jars fetch` resolves them with Spark's own Ivy (so no other
+tool is needed), then copies just these jars into the cache folder; later runs put those files on
+`spark.jars` and never touch the network. Set PLACSP_SPARK_JARS to use another folder.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+# delta-spark's jar must match the pip package (4.4.0); 4.4.1 is on PyPI but not on Maven Central.
+SPARK_PACKAGES: dict[str, str] = {
+    "io.delta:delta-spark_4.2_2.13": "4.4.0",
+    "io.delta:delta-storage": "4.4.0",
+    "io.openlineage:openlineage-spark_2.13": "1.53.0",
+}
+JARS_ENV = "PLACSP_SPARK_JARS"
+
+
+def jar_dir() -> Path:
+    value = os.environ.get(JARS_ENV)
+    if value:
+        return Path(value).expanduser().resolve()
+    for parent in Path(__file__).resolve().parents:
+        if (parent / "pyproject.toml").is_file():
+            return parent / ".cache" / "spark-jars"
+    return Path.home() / ".cache" / "placsp" / "spark-jars"
+
+
+def jar_file_name(coordinate: str, version: str) -> str:
+    group, artifact = coordinate.split(":")
+    return f"{group}_{artifact}-{version}.jar"  # Ivy's retrieve pattern
+
+
+def jar_paths(directory: Path | None = None) -> list[Path]:
+    """The pinned jars; raise with the command to run when any is missing."""
+    folder = directory or jar_dir()
+    paths = [folder / jar_file_name(c, v) for c, v in SPARK_PACKAGES.items()]
+    missing = [p.name for p in paths if not p.is_file()]
+    if missing:
+        raise FileNotFoundError(
+            f"Spark jars missing from {folder}: {', '.join(missing)}; run "
+            f"`python -m placsp_provider.spark.jars fetch` (make does it for you)"
+        )
+    return paths
+
+
+def fetch(directory: Path | None = None) -> list[Path]:
+    """Resolve the pinned packages through spark-submit's Ivy and keep only our jars."""
+    folder = directory or jar_dir()
+    try:
+        return jar_paths(folder)
+    except FileNotFoundError:
+        pass
+    folder.mkdir(parents=True, exist_ok=True)
+    coords = ",".join(f"{c}:{v}" for c, v in SPARK_PACKAGES.items())
+    ivy = folder.parent / "ivy"
+    with tempfile.TemporaryDirectory() as tmp:
+        noop = Path(tmp) / "noop.py"
+        noop.write_text("")
+        spark_submit = shutil.which("spark-submit", path=str(Path(sys.executable).parent)) or "spark-submit"
+        cmd = [
+            spark_submit, "--master", "local[1]", "--packages", coords,
+            "--conf", f"spark.jars.ivy={ivy}", "--conf", "spark.ui.enabled=false", str(noop),
+        ]
+        result = subprocess.run(cmd, capture_output=True, text=True, env=spark_env())
+    if result.returncode != 0:
+        tail = "\n".join(result.stderr.splitlines()[-15:])
+        raise RuntimeError(f"could not fetch Spark jars {coords}:\n{tail}")
+    for coord, version in SPARK_PACKAGES.items():
+        name = jar_file_name(coord, version)
+        shutil.copy2(ivy / "jars" / name, folder / f".{name}.tmp")
+        os.replace(folder / f".{name}.tmp", folder / name)
+    return jar_paths(folder)
+
+
+def spark_env() -> dict[str, str]:
+    """Environment for spark-submit from a venv: its launcher script needs SPARK_HOME to find the
+    pip-installed Spark, and executors must run this same interpreter."""
+    import pyspark
+
+    env = dict(os.environ)
+    env.setdefault("SPARK_HOME", str(Path(pyspark.__file__).resolve().parent))
+    env.setdefault("PYSPARK_PYTHON", sys.executable)
+    env.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    return env
+
+
+def main(argv: list[str]) -> int:
+    if argv[:1] != ["fetch"]:
+        print("usage: python -m placsp_provider.spark.jars fetch", file=sys.stderr)
+        return 2
+    for path in fetch():
+        print(path)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

@@ -1,0 +1,452 @@
+"""Parse one PLACSP feed page into Silver rows and dead letters: the heart of the Silver ingest.
+
+`parse_page` is plain Python (no Spark, no Airflow) so the Spark job can call it from `mapInArrow` on
+the raw bytes of each page (`binaryFile`), and tests can call it directly.
+
+How a page is read:
+1. A page that declares a DTD or entities is refused whole (`dtd_refused`): one dead letter with
+   record_kind 'page', nothing parsed, nothing expanded or fetched. Its records are still counted from
+   the byte scan (records_seen / entries_seen / tombstones_seen), so the refusal is visible in counts;
+   for such a page the per-record conservation rule below does not apply -- the page dead letter stands
+   for all of them, and the page itself stays in Bronze.
+2. Otherwise the page is cut into records at the byte level (`page_split`), and each record is parsed
+   standalone with the hardened parser, wrapped in the page root's namespace declarations. A broken
+   record costs only itself; the dead letter carries lxml's exact message.
+3. A parsed record is turned into rows (`entry_fields`) and validated (`validation`); any problem makes
+   the whole record one dead letter (stage 'validation') and contributes no rows at all.
+
+Conservation: every record start tag found yields exactly one entry/tombstone row or exactly one dead
+letter with that record_kind. Page-level dead letters (record_kind 'page') come in addition, and only
+for `dtd_refused`, `not_a_feed` (non-empty bytes with no feed root and no record) and `truncated`
+(the page lost its `</feed>` after its last complete record, so records may be missing unseen).
+"""
+
+from __future__ import annotations
+
+import traceback
+from dataclasses import dataclass, field
+from typing import Any
+
+from lxml import etree
+
+from placsp_provider.datasets import Dataset
+from placsp_provider.feed.xml import ATOM_NS, DELETED_ENTRY_TAG, ENTRY_TAG, dtd_refusal, make_parser
+from placsp_provider.spark import page_split
+from placsp_provider.spark.entry_fields import extract_entry, extract_tombstone
+from placsp_provider.spark.page_split import ENTRY, TOMBSTONE, PageLayout, RecordSpan
+from placsp_provider.spark.validation import (
+    ENCODING_ERROR,
+    Problems,
+    describe_replacement_characters,
+    has_replacement_characters,
+)
+
+Row = dict[str, Any]
+
+STAGE_PARSE = "parse"
+STAGE_VALIDATION = "validation"
+PAGE = "page"
+
+# Error types of stage 'parse'.
+XML_SYNTAX = "xml_syntax"
+ENCODING = "encoding"
+UNBOUND_PREFIX = "unbound_prefix"
+TRUNCATED = "truncated"
+UNCLOSED_RECORD = "unclosed_record"
+UNEXPECTED_ELEMENT = "unexpected_element"
+DTD_REFUSED = "dtd_refused"
+NOT_A_FEED = "not_a_feed"
+# Stage 'validation', for a bug in extraction: the record is kept visible instead of failing the task.
+EXTRACTION_FAILED = "extraction_failed"
+
+DEAD_LETTER_KEYS = (
+    "dataset",
+    "source_file",
+    "stage",
+    "error_type",
+    "error_message",
+    "raw_record",
+    "namespace_context",
+    "record_kind",
+    "entry_id",
+    "record_offset",
+)
+
+_ENCODING_CODES = frozenset(
+    {
+        etree.ErrorTypes.ERR_INVALID_ENCODING,
+        etree.ErrorTypes.ERR_UNKNOWN_ENCODING,
+        etree.ErrorTypes.ERR_UNSUPPORTED_ENCODING,
+    }
+)
+_PAGE_EXCERPT_BYTES = 4096
+_EXPECTED_TAG = {ENTRY: ENTRY_TAG, TOMBSTONE: DELETED_ENTRY_TAG}
+_ATOM_ID = f"{{{ATOM_NS}}}id"
+
+
+@dataclass(frozen=True)
+class PageParseResult:
+    """Rows and dead letters of one page (or of one replayed record)."""
+
+    entries: list[Row]  # one per valid <entry>
+    lots: list[Row]
+    documents: list[Row]
+    results: list[Row]
+    tombstones: list[Row]  # one per valid <at:deleted-entry>
+    dead_letters: list[Row]  # one per record that failed parse or validation (+ page-level ones)
+    records_seen: int  # entry + tombstone start tags found by the splitter
+    entries_seen: int
+    tombstones_seen: int
+
+
+@dataclass
+class _Collector:
+    entries: list[Row] = field(default_factory=list)
+    lots: list[Row] = field(default_factory=list)
+    documents: list[Row] = field(default_factory=list)
+    results: list[Row] = field(default_factory=list)
+    tombstones: list[Row] = field(default_factory=list)
+    dead_letters: list[Row] = field(default_factory=list)
+
+    def result(self, entries_seen: int, tombstones_seen: int) -> PageParseResult:
+        return PageParseResult(
+            entries=self.entries,
+            lots=self.lots,
+            documents=self.documents,
+            results=self.results,
+            tombstones=self.tombstones,
+            dead_letters=self.dead_letters,
+            records_seen=entries_seen + tombstones_seen,
+            entries_seen=entries_seen,
+            tombstones_seen=tombstones_seen,
+        )
+
+
+@dataclass(frozen=True)
+class _RecordContext:
+    """Everything a record's dead letter needs to say where it came from and how to re-parse it."""
+
+    dataset: Dataset
+    source_file: str
+    kind: str
+    raw: bytes
+    offset: int
+    namespace_context: str
+    xml_declaration: bytes = b""
+    page: bytes | None = None  # the whole page, to translate positions into page lines
+    closed: bool = True
+    truncated: bool = False  # unclosed AND the page ends inside it
+
+
+def parse_page(data: bytes, *, dataset: Dataset, source_file: str) -> PageParseResult:
+    """Rows of every valid record of one feed page, and one dead letter per record that is not."""
+    layout = page_split.scan_page(data)
+    out = _Collector()
+    refusal = dtd_refusal(data)
+    if refusal is not None:
+        out.dead_letters.append(_page_dead_letter(data, layout, dataset, source_file, DTD_REFUSED, refusal))
+        return out.result(layout.entries_seen, layout.tombstones_seen)
+    if not layout.records and not layout.has_feed_root and data.strip():
+        reason = (
+            f"no Atom <feed> root and no <entry>/<at:deleted-entry> found (first element: "
+            f"{layout.root_name or 'none'}); not a PLACSP feed page, or not UTF-8/ASCII-compatible"
+        )
+        out.dead_letters.append(_page_dead_letter(data, layout, dataset, source_file, NOT_A_FEED, reason))
+        return out.result(0, 0)
+    parser = make_parser()  # one per page: lxml parsers are reusable but not shareable across threads
+    last = len(layout.records) - 1
+    for index, span in enumerate(layout.records):
+        context = _RecordContext(
+            dataset=dataset,
+            source_file=source_file,
+            kind=span.kind,
+            raw=data[span.start : span.end],
+            offset=span.start,
+            namespace_context=layout.namespace_context,
+            xml_declaration=layout.xml_declaration,
+            page=data,
+            closed=span.closed,
+            truncated=_is_truncated(span, index == last, layout),
+        )
+        _parse_one(context, parser, out)
+    if _page_lost_its_end(layout):
+        reason = (
+            "the page does not end with </feed> although its last record is complete: it was cut "
+            "between records, so records after the cut are missing (re-download the page)"
+        )
+        out.dead_letters.append(_page_dead_letter(data, layout, dataset, source_file, TRUNCATED, reason))
+    return out.result(layout.entries_seen, layout.tombstones_seen)
+
+
+def parse_record(
+    raw: bytes | str,
+    *,
+    kind: str,
+    dataset: Dataset,
+    source_file: str,
+    namespace_context: str | bytes = "",
+    record_offset: int = 0,
+) -> PageParseResult:
+    """Re-parse ONE record (a dead letter's raw_record + namespace_context) through the page code path.
+
+    `kind` is the dead letter's record_kind ('entry' or 'tombstone'). A `str` raw_record is encoded as
+    UTF-8 (that is how dead letters store it); fix any `\\xNN` escapes before replaying. A record that
+    still has no end tag is reported as `unclosed_record` (replay cannot tell a cut page any more).
+    """
+    if kind not in _EXPECTED_TAG:
+        raise ValueError(f"record kind must be 'entry' or 'tombstone' to re-parse, not {kind!r}")
+    data = raw.encode("utf-8") if isinstance(raw, str) else raw
+    context_text = (
+        namespace_context.decode("utf-8") if isinstance(namespace_context, bytes) else namespace_context
+    )
+    # A record still missing its end tag must be reported as such again, not as a generic syntax error.
+    spans = page_split.scan_page(data).records
+    closed = spans[0].closed if len(spans) == 1 else True
+    out = _Collector()
+    _parse_one(
+        _RecordContext(
+            dataset=dataset,
+            source_file=source_file,
+            kind=kind,
+            raw=data,
+            offset=record_offset,
+            namespace_context=context_text,
+            closed=closed,
+        ),
+        make_parser(),
+        out,
+    )
+    return out.result(int(kind == ENTRY), int(kind == TOMBSTONE))
+
+
+def parse_dead_letter(
+    dead_letter: Row, *, dataset: Dataset, raw_record: bytes | str | None = None
+) -> PageParseResult:
+    """Replay helper: re-parse a dead letter as stored (or with a corrected `raw_record`)."""
+    return parse_record(
+        dead_letter["raw_record"] if raw_record is None else raw_record,
+        kind=dead_letter["record_kind"],
+        dataset=dataset,
+        source_file=dead_letter["source_file"],
+        namespace_context=dead_letter["namespace_context"],
+        record_offset=dead_letter["record_offset"],
+    )
+
+
+# ---------------------------------------------------------------------------------------------------
+# One record
+
+
+def _parse_one(context: _RecordContext, parser: etree.XMLParser, out: _Collector) -> None:
+    wrapped, head_length = page_split.wrap_record(
+        context.raw, context.namespace_context, context.xml_declaration
+    )
+    try:
+        wrapper = etree.fromstring(wrapped, parser=parser)
+    except etree.XMLSyntaxError as err:
+        out.dead_letters.append(_syntax_dead_letter(context, err, head_length))
+        return
+    element = _single_record_element(context, wrapper, out)
+    if element is None:
+        return
+    problems = Problems()
+    if has_replacement_characters(context.raw):
+        problems.add(ENCODING_ERROR, describe_replacement_characters(element))
+    try:
+        _route(context, element, problems, out)
+    except Exception as err:  # a bug must cost one record, visibly, not the whole Spark task
+        where = traceback.extract_tb(err.__traceback__)[-1]
+        reason = (
+            f"field extraction raised {type(err).__name__}: {err} (at {where.filename}:{where.lineno}); "
+            "this is a bug in the provider, please report it with this record"
+        )
+        out.dead_letters.append(
+            _dead_letter(context, STAGE_VALIDATION, EXTRACTION_FAILED, reason, _entry_id_of(element, context))
+        )
+
+
+def _single_record_element(
+    context: _RecordContext, wrapper: etree._Element, out: _Collector
+) -> etree._Element | None:
+    """The record's element, checked to be exactly one element of the expected Atom/tombstone tag."""
+    elements = [child for child in wrapper if isinstance(child.tag, str)]
+    expected = _EXPECTED_TAG[context.kind]
+    if len(elements) == 1 and elements[0].tag == expected:
+        return elements[0]
+    found = ", ".join(str(e.tag) for e in elements[:3]) or "no element"
+    reason = (
+        f"the record must be exactly one {expected} element, found {len(elements)}: {found} "
+        "(a namespace declaration missing from the page root, or a record pasted twice?)"
+    )
+    out.dead_letters.append(
+        _dead_letter(
+            context,
+            STAGE_PARSE,
+            UNEXPECTED_ELEMENT,
+            reason,
+            page_split.recover_entry_id(context.raw, context.kind),
+        )
+    )
+    return None
+
+
+def _route(context: _RecordContext, element: etree._Element, problems: Problems, out: _Collector) -> None:
+    if context.kind == TOMBSTONE:
+        row = extract_tombstone(
+            element, dataset=context.dataset, source_file=context.source_file, problems=problems
+        )
+        if problems:
+            out.dead_letters.append(_validation_dead_letter(context, problems, row["entry_id"]))
+        else:
+            out.tombstones.append(row)
+        return
+    rows = extract_entry(element, dataset=context.dataset, source_file=context.source_file, problems=problems)
+    if problems:
+        out.dead_letters.append(_validation_dead_letter(context, problems, rows.entry["entry_id"]))
+        return
+    out.entries.append(rows.entry)
+    out.lots.extend(rows.lots)
+    out.documents.extend(rows.documents)
+    out.results.extend(rows.results)
+
+
+def _entry_id_of(element: etree._Element, context: _RecordContext) -> str | None:
+    if context.kind == TOMBSTONE:
+        text = element.get("ref")
+    else:
+        text = next((child.text for child in element.iterchildren(_ATOM_ID)), None)
+    return (text or "").strip() or None
+
+
+# ---------------------------------------------------------------------------------------------------
+# Classification and messages
+
+
+def _is_truncated(span: RecordSpan, is_last: bool, layout: PageLayout) -> bool:
+    """An unclosed last record of a page that also lacks its closing root tag: the file was cut."""
+    return (not span.closed) and is_last and (not layout.has_feed_root or not layout.feed_closed)
+
+
+def _page_lost_its_end(layout: PageLayout) -> bool:
+    """Cut between records: no record reports it, so the page must (records may be missing)."""
+    if not layout.has_feed_root or layout.feed_closed:
+        return False
+    return not layout.records or layout.records[-1].closed
+
+
+def _parse_error_type(context: _RecordContext, err: etree.XMLSyntaxError) -> str:
+    if not context.closed:
+        return TRUNCATED if context.truncated else UNCLOSED_RECORD
+    code = getattr(err, "code", None)  # libxml2's error code (absent from lxml's type stubs)
+    if code == etree.ErrorTypes.NS_ERR_UNDEFINED_NAMESPACE:
+        return UNBOUND_PREFIX
+    # older libxml2 says "Input is not proper UTF-8, indicate encoding !" with a generic code
+    if code in _ENCODING_CODES or "UTF-8" in (err.msg or ""):
+        return ENCODING
+    return XML_SYNTAX
+
+
+def _syntax_dead_letter(context: _RecordContext, err: etree.XMLSyntaxError, head_length: int) -> Row:
+    error_type = _parse_error_type(context, err)
+    lead = {
+        TRUNCATED: "the page ends inside this record (file cut short); ",
+        UNCLOSED_RECORD: "this record has no end tag before the next record starts; ",
+        UNBOUND_PREFIX: "a namespace prefix is not declared (by the page root or the record); ",
+        ENCODING: "the record's bytes are not valid in the page's encoding (UTF-8 unless declared); ",
+        XML_SYNTAX: "the record is not well-formed XML; ",
+    }[error_type]
+    wrapper_note = (
+        f" ({page_split.WRAPPER_NAME} is the synthetic element that wraps the record for parsing)"
+        if page_split.WRAPPER_NAME in (err.msg or "")
+        else ""
+    )
+    reason = f"{lead}lxml: {err.msg}{_position_note(context, err, head_length)}{wrapper_note}"
+    entry_id = page_split.recover_entry_id(context.raw, context.kind)
+    return _dead_letter(context, STAGE_PARSE, error_type, reason, entry_id)
+
+
+def _position_note(context: _RecordContext, err: etree.XMLSyntaxError, head_length: int) -> str:
+    """lxml's line/column translated to the record and to the page (the wrapper shifts line 1 only)."""
+    line, column = err.position if err.position else (0, 0)
+    if line <= 0:
+        return ""
+    record_column = column - head_length if line == 1 else column
+    note = f" [record line {line}, column {max(record_column, 1)}"
+    if context.page is not None:
+        page_line = page_split.line_of(context.page, context.offset) + line - 1
+        page_column = (
+            page_split.column_of(context.page, context.offset) - 1 + record_column
+            if line == 1
+            else record_column
+        )
+        note += f"; page line {page_line}, column {max(page_column, 1)}"
+    return note + "; lxml's own line numbers count from the record's first line]"
+
+
+def _validation_dead_letter(context: _RecordContext, problems: Problems, entry_id: str | None) -> Row:
+    return _dead_letter(context, STAGE_VALIDATION, problems.error_type, problems.describe(), entry_id)
+
+
+def _dead_letter(
+    context: _RecordContext, stage: str, error_type: str, reason: str, entry_id: str | None
+) -> Row:
+    what = "entry" if context.kind == ENTRY else "tombstone"
+    where = f"byte offset {context.offset}"
+    if context.page is not None:
+        where += f", page line {page_split.line_of(context.page, context.offset)}"
+    message = (
+        f"Dataset {context.dataset.key}, file {context.source_file}: {what} "
+        f"{entry_id or '(id not readable)'} ({where}) was rejected at stage {stage} "
+        f"[{error_type}]: {reason}. The page's other records are unaffected; fix the record "
+        "(raw_record) and replay it."
+    )
+    return {
+        "dataset": context.dataset.key,
+        "source_file": context.source_file,
+        "stage": stage,
+        "error_type": error_type,
+        "error_message": message,
+        "raw_record": context.raw.decode("utf-8", "backslashreplace"),
+        "namespace_context": context.namespace_context,
+        "record_kind": context.kind,
+        "entry_id": entry_id,
+        "record_offset": context.offset,
+    }
+
+
+def _page_dead_letter(
+    data: bytes, layout: PageLayout, dataset: Dataset, source_file: str, error_type: str, reason: str
+) -> Row:
+    """One dead letter for the whole page. raw_record is an excerpt (the page stays in Bronze):
+    the prolog (where a DTD sits) or, for a truncated page, its last bytes."""
+    if error_type == TRUNCATED:
+        offset = max(len(data) - _PAGE_EXCERPT_BYTES, 0)
+        excerpt = data[offset:]
+    else:
+        offset = 0
+        first_record = layout.records[0].start if layout.records else len(data)
+        excerpt = data[: min(first_record, _PAGE_EXCERPT_BYTES)]
+    counts = f"{layout.entries_seen} entries and {layout.tombstones_seen} tombstones found by the byte scan"
+    verdict = (
+        "is incomplete; its complete records were processed"
+        if error_type == TRUNCATED
+        else "was rejected as a whole, no record of it was parsed"
+    )
+    message = (
+        f"Dataset {dataset.key}, file {source_file}: the page {verdict} (stage parse) "
+        f"[{error_type}]: {reason} ({counts}). raw_record holds an excerpt "
+        f"({'its last bytes' if error_type == TRUNCATED else 'its prolog'}); the page itself stays "
+        "in Bronze."
+    )
+    return {
+        "dataset": dataset.key,
+        "source_file": source_file,
+        "stage": STAGE_PARSE,
+        "error_type": error_type,
+        "error_message": message,
+        "raw_record": excerpt.decode("utf-8", "backslashreplace"),
+        "namespace_context": layout.namespace_context,
+        "record_kind": PAGE,
+        "entry_id": None,
+        "record_offset": offset,
+    }

@@ -1,0 +1,44 @@
+"""Shared test setup.
+
+Airflow reads its configuration when first imported, so its home (SQLite) is set here, before any
+test module imports it. Spark tests share one SparkSession (tests/spark/conftest.py).
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SAMPLES = REPO / "include" / "placsp_samples"
+
+_AIRFLOW_HOME = Path(tempfile.mkdtemp(prefix="placsp-airflow-"))
+os.environ.setdefault("AIRFLOW_HOME", str(_AIRFLOW_HOME))
+os.environ.setdefault("AIRFLOW__CORE__LOAD_EXAMPLES", "False")
+os.environ.setdefault("AIRFLOW__CORE__DAGS_FOLDER", str(REPO / "dags"))
+os.environ.setdefault("AIRFLOW__LOGGING__LOGGING_LEVEL", "WARNING")
+
+
+@pytest.fixture(scope="session")
+def samples() -> Path:
+    return SAMPLES
+
+
+@pytest.fixture
+def lake(tmp_path: Path) -> Path:
+    path = tmp_path / "lake"
+    path.mkdir()
+    return path
+
+
+@pytest.fixture
+def site() -> Iterator:
+    """An empty loopback site; tests add routes to `site.routes`."""
+    from placsp_provider.demo.loopback_site import LoopbackSite
+
+    with LoopbackSite() as server:
+        yield server
