@@ -1,0 +1,121 @@
+"""Parse-and-route on Spark: raw pages in (binaryFile), typed rows of every table out (mapInArrow).
+
+Each Python worker runs the plain `parse_page` on whole pages, so a broken entry, or a page that
+is not well-formed as a whole, costs only itself and every failure carries lxml's exact message.
+The output is one wide Arrow batch per table: a `kind` column and one struct column per table,
+only the struct of its own kind filled. The driver then selects `<kind>.*` for each table.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+
+from placsp_provider.datasets import Dataset
+from placsp_provider.spark.page_parser import parse_page
+from placsp_provider.spark.silver_schema import SCHEMAS, record_batch
+
+if TYPE_CHECKING:
+    from pyspark.sql.types import StructType
+
+TABLES = ("entries", "lots", "documents", "results", "tombstones", "dead_letters")
+FILE_STATS = pa.schema(
+    [
+        pa.field("entries_seen", pa.int64(), nullable=False),
+        pa.field("tombstones_seen", pa.int64(), nullable=False),
+        pa.field("page_dead_letters", pa.int64(), nullable=False),
+    ]
+)
+
+
+def dead_letter_id(dataset: str, stage: str, source_file: str, record_offset: int, raw_record: str) -> str:
+    """Deterministic id: a rerun of the same input yields the same id, so MERGE inserts nothing twice.
+
+    The record's offset is part of it: two byte-identical broken records in one page are two
+    dead letters, not one.
+    """
+    digest = hashlib.sha256()
+    for part in (dataset, stage, source_file, str(record_offset), raw_record):
+        digest.update(part.encode("utf-8", "surrogatepass"))
+        digest.update(b"\x1f")
+    return digest.hexdigest()
+
+
+def dead_letter_arrow_schema() -> pa.Schema:
+    """Dead letters as routed: the parser's columns plus their deterministic id."""
+    return SCHEMAS["dead_letters"].append(pa.field("dead_letter_id", pa.string(), nullable=False))
+
+
+def _struct_types() -> dict[str, pa.StructType]:
+    types = {t: pa.struct(list(SCHEMAS[t])) for t in TABLES if t != "dead_letters"}
+    types["dead_letters"] = pa.struct(list(dead_letter_arrow_schema()))
+    types["file_stats"] = pa.struct(list(FILE_STATS))
+    return types
+
+
+def routed_schema() -> pa.Schema:
+    fields = [pa.field("kind", pa.string(), nullable=False), pa.field("source_file", pa.string(), nullable=False)]
+    fields += [pa.field(name, type_, nullable=True) for name, type_ in _struct_types().items()]
+    return pa.schema(fields)
+
+
+def routed_spark_schema() -> StructType:
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    return from_arrow_schema(routed_schema(), prefer_timestamp_ntz=False)
+
+
+def route_page(data: bytes, *, dataset: Dataset, source_file: str) -> list[pa.RecordBatch]:
+    """One page -> wide batches (one per non-empty table, plus one file_stats row). Pure Python."""
+    result = parse_page(data, dataset=dataset, source_file=source_file)
+    out: list[pa.RecordBatch] = []
+    for table in TABLES:
+        rows: list[dict[str, Any]] = getattr(result, table)
+        if not rows:
+            continue
+        if table == "dead_letters":
+            rows = [
+                {**r, "dead_letter_id": dead_letter_id(r["dataset"], r["stage"], r["source_file"], r["record_offset"], r["raw_record"])}
+                for r in rows
+            ]
+            batch = pa.RecordBatch.from_pylist(rows, schema=dead_letter_arrow_schema())
+        else:
+            batch = record_batch(table, rows)
+        out.append(_widen(table, batch, source_file))
+    page_level = sum(1 for d in result.dead_letters if d["record_kind"] == "page")
+    stats = pa.RecordBatch.from_pylist(
+        [{"entries_seen": result.entries_seen, "tombstones_seen": result.tombstones_seen, "page_dead_letters": page_level}],
+        schema=FILE_STATS,
+    )
+    out.append(_widen("file_stats", stats, source_file))
+    return out
+
+
+def _widen(kind: str, batch: pa.RecordBatch, source_file: str) -> pa.RecordBatch:
+    schema = routed_schema()
+    n = batch.num_rows
+    columns: list[pa.Array] = [pa.array([kind] * n, pa.string()), pa.array([source_file] * n, pa.string())]
+    for name, type_ in _struct_types().items():
+        if name == kind:
+            columns.append(pa.StructArray.from_arrays(batch.columns, fields=list(batch.schema)))
+        else:
+            columns.append(pa.nulls(n, type_))
+    return pa.RecordBatch.from_arrays(columns, schema=schema)
+
+
+def make_router(dataset: Dataset, lake_uri: str) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """The function handed to `mapInArrow` over a `binaryFile` frame (columns path, content)."""
+    prefix = lake_uri.rstrip("/") + "/"
+
+    def route(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            paths = batch.column("path").to_pylist()
+            contents = batch.column("content")
+            for i, path in enumerate(paths):
+                source_file = path[len(prefix):] if path.startswith(prefix) else path
+                yield from route_page(contents[i].as_py(), dataset=dataset, source_file=source_file)
+
+    return route

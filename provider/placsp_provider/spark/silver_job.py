@@ -1,0 +1,325 @@
+"""The Silver ingest job: Bronze pages of one dataset -> Silver tables + dead letters, reconciled.
+
+Runs under spark-submit (include/spark/silver_ingest.py), from the CLI (`placsp ingest`) and in
+tests, always through `run_ingest`. Never imports Airflow.
+
+Conservation, per Bronze file: the manifest's entry and tombstone counts (taken at extraction by a
+streaming parser that does not depend on Spark) must equal the valid rows plus the record-level dead
+letters Spark produced for that file. A file that does not add up is quarantined whole: one dead
+letter with stage `reconciliation` pointing at the raw file, and none of its rows reach Silver.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote, urlsplit
+
+from placsp_provider.bronze.layout import bronze_dir
+from placsp_provider.bronze.manifest import LandedPage, Manifest
+from placsp_provider.datasets import Dataset, get_dataset
+from placsp_provider.spark.routing import (
+    dead_letter_arrow_schema,
+    dead_letter_id,
+    make_router,
+    routed_spark_schema,
+)
+from placsp_provider.spark.tables import ensure_tables, table_path
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+log = logging.getLogger(__name__)
+
+STAGE_RECONCILIATION = "reconciliation"
+# Page-level parse failures that stand for the whole file (nothing of it can be trusted).
+_WHOLE_FILE_PARSE_ERRORS = frozenset({"dtd_refused", "not_a_feed"})
+
+
+@dataclass(frozen=True)
+class IngestRequest:
+    dataset: Dataset
+    lake: Path
+    run_id: str
+    manifests: tuple[Path, ...] = ()  # empty: every manifest of the dataset
+    reprocess: bool = False  # ingest files again even if the reconciliation log has them
+    only_files: tuple[str, ...] = ()  # restrict to these lake-relative files (replay of whole files)
+
+
+@dataclass
+class FileTally:
+    page: LandedPage
+    valid_entries: int = 0
+    valid_tombstones: int = 0
+    dead_entries: int = 0
+    dead_tombstones: int = 0
+    page_errors: list[str] = field(default_factory=list)
+
+    @property
+    def expected(self) -> int:
+        return self.page.entries + self.page.tombstones
+
+    @property
+    def accounted(self) -> int:
+        return self.valid_entries + self.valid_tombstones + self.dead_entries + self.dead_tombstones
+
+    def quarantine_reason(self) -> str | None:
+        whole = [e for e in self.page_errors if e in _WHOLE_FILE_PARSE_ERRORS]
+        if whole:
+            return f"page-level parse failure ({', '.join(whole)})"
+        if (self.valid_entries + self.dead_entries, self.valid_tombstones + self.dead_tombstones) != (
+            self.page.entries, self.page.tombstones,
+        ):
+            return (
+                f"the extraction manifest counted {self.page.entries} entries and {self.page.tombstones} "
+                f"tombstones, Spark accounted for {self.valid_entries + self.dead_entries} entries "
+                f"({self.valid_entries} valid + {self.dead_entries} dead letters) and "
+                f"{self.valid_tombstones + self.dead_tombstones} tombstones"
+            )
+        return None
+
+
+def pages_to_ingest(spark: SparkSession, request: IngestRequest) -> tuple[list[LandedPage], int]:
+    """Pages named by the manifests, once each, minus those already reconciled (unless reprocess)."""
+    manifests = request.manifests or tuple(sorted((bronze_dir(request.lake, request.dataset.key) / "manifests").glob("*.json")))
+    pages: dict[str, LandedPage] = {}
+    for path in manifests:
+        for page in Manifest.load(path).pages:
+            pages.setdefault(page.file, page)
+    if request.only_files:
+        pages = {f: p for f, p in pages.items() if f in set(request.only_files)}
+    if request.reprocess or not pages:
+        return list(pages.values()), 0
+    done = {
+        r[0]
+        for r in spark.read.format("delta").load(str(table_path(request.lake, "reconciliation")))
+        .where(f"dataset = '{request.dataset.key}'").select("source_file").collect()
+    }
+    todo = [p for f, p in pages.items() if f not in done]
+    return todo, len(pages) - len(todo)
+
+
+def run_ingest(spark: SparkSession, request: IngestRequest) -> dict[str, Any]:
+    """Parse, route, reconcile and MERGE; return the run summary (also written next to the tables)."""
+    from pyspark import StorageLevel
+    from pyspark.sql import functions as F
+
+    from placsp_provider.spark.silver_merge import insert_only, merge_silver
+
+    ds, lake = request.dataset, request.lake.resolve()
+    started = datetime.now(UTC).replace(microsecond=0)
+    ensure_tables(spark, lake)
+    pages, skipped = pages_to_ingest(spark, request)
+    log.info("dataset %s: %d Bronze file(s) to ingest, %d already ingested", ds.key, len(pages), skipped)
+    summary = _empty_summary(ds.key, request.run_id, len(pages), skipped)
+    if not pages:
+        return _finish(summary, lake)
+
+    raw = spark.read.format("binaryFile").load([str(lake / p.file) for p in pages]).select("path", "content")
+    routed = raw.mapInArrow(make_router(ds, lake.as_uri()), routed_spark_schema())
+    routed = routed.withColumn("source_file", _relative(F.col("source_file"), lake)).persist(StorageLevel.MEMORY_AND_DISK)
+
+    tallies = _tally(routed, pages, lake)
+    quarantined = {f: t.quarantine_reason() for f, t in tallies.items() if t.quarantine_reason()}
+    keep = routed.where(~F.col("source_file").isin(list(quarantined))) if quarantined else routed
+
+    rows = {t: keep.where(F.col("kind") == t).select(f"{t}.*") for t in ("entries", "lots", "documents", "results", "tombstones")}
+    merge_metrics = merge_silver(spark, lake, ds.key, rows, request.run_id, started)
+
+    dead = keep.where(F.col("kind") == "dead_letters").select("dead_letters.*")
+    # A file quarantined by a page-level parse failure keeps that dead letter: it is the record of it.
+    page_level = routed.where(
+        (F.col("kind") == "dead_letters") & F.col("source_file").isin(list(quarantined))
+        & F.col("dead_letters.error_type").isin(list(_WHOLE_FILE_PARSE_ERRORS))
+    ).select("dead_letters.*")
+    reconciliation_letters = _reconciliation_dead_letters(spark, ds.key, tallies, quarantined)
+    all_dead = dead.unionByName(page_level).unionByName(reconciliation_letters)
+    lifecycle = {
+        "run_id": F.lit(request.run_id),
+        "processing_timestamp": F.lit(started).cast("timestamp"),
+        "status": F.lit("quarantined"),
+        "attempts": F.lit(0).cast("int"),
+        "last_attempt_at": F.lit(None).cast("timestamp"),
+        "replayed_at": F.lit(None).cast("timestamp"),
+        "replay_run_id": F.lit(None).cast("string"),
+    }
+    all_dead = all_dead.withColumns(lifecycle).persist(StorageLevel.MEMORY_AND_DISK)
+    merge_metrics["dead_letters"] = insert_only(spark, lake, "dead_letters", ds.key, all_dead, ("dead_letter_id",))
+    insert_only(
+        spark, lake, "reconciliation", ds.key,
+        _reconciliation_rows(spark, ds.key, request.run_id, tallies, quarantined, started), ("source_file",),
+    )
+
+    counts = all_dead.groupBy("stage", "error_type").count().collect()
+    routed.unpersist()
+    all_dead.unpersist()
+    _fill_summary(summary, tallies, quarantined, counts, merge_metrics)
+    return _finish(summary, lake)
+
+
+def _relative(col: Any, lake: Path) -> Any:
+    """`file:/lake/bronze/...` (Spark's spelling) -> `bronze/...`, as the manifest writes it."""
+    from pyspark.sql import functions as F
+
+    root = str(lake).rstrip("/") + "/"
+    return F.regexp_replace(F.regexp_replace(col, r"^file:(//)?", ""), "^" + _regex_escape(root), "")
+
+
+def _regex_escape(text: str) -> str:
+    import re
+
+    return re.escape(text)
+
+
+def _tally(routed: DataFrame, pages: list[LandedPage], lake: Path) -> dict[str, FileTally]:
+    from pyspark.sql import functions as F
+
+    tallies = {p.file: FileTally(p) for p in pages}
+    by_file = (
+        routed.groupBy("source_file", "kind", F.col("dead_letters.record_kind").alias("record_kind"),
+                       F.col("dead_letters.error_type").alias("error_type"))
+        .count().collect()
+    )
+    for row in by_file:
+        source = unquote(urlsplit(row["source_file"]).path) if "://" in row["source_file"] else row["source_file"]
+        tally = tallies.get(source)
+        if tally is None:  # Spark produced rows for a file we did not ask for: a bug, never silent
+            raise RuntimeError(f"Spark returned rows for {source!r}, which is not in the manifests")
+        kind, n = row["kind"], row["count"]
+        if kind == "entries":
+            tally.valid_entries += n
+        elif kind == "tombstones":
+            tally.valid_tombstones += n
+        elif kind == "dead_letters":
+            if row["record_kind"] == "entry":
+                tally.dead_entries += n
+            elif row["record_kind"] == "tombstone":
+                tally.dead_tombstones += n
+            else:
+                tally.page_errors.extend([row["error_type"]] * n)
+    missing = [f for f in tallies if not any(r["source_file"] == f for r in by_file)]
+    for f in missing:  # Spark read nothing at all for it: quarantined by the count check below
+        log.warning("Spark produced nothing for %s", f)
+    return tallies
+
+
+def _reconciliation_dead_letters(spark: SparkSession, dataset: str, tallies: dict[str, FileTally], quarantined: dict[str, str | None]) -> DataFrame:
+    rows = []
+    for file, reason in quarantined.items():
+        if reason and reason.startswith("page-level"):
+            continue  # its parse dead letter already stands for the whole file
+        message = (
+            f"dataset {dataset}: Bronze file {file}: stage reconciliation: {reason}; the whole file is "
+            f"quarantined and none of its rows were written to Silver. Inspect the raw file, fix the "
+            f"cause, then replay this dead letter (docs/runbook.md)."
+        )
+        rows.append({
+            "dataset": dataset, "source_file": file, "stage": STAGE_RECONCILIATION, "error_type": "count_mismatch",
+            "error_message": message, "raw_record": "", "namespace_context": "", "record_kind": "file",
+            "entry_id": None, "record_offset": 0,
+            "dead_letter_id": dead_letter_id(dataset, STAGE_RECONCILIATION, file, 0, tallies[file].page.sha256),
+        })
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    schema = from_arrow_schema(dead_letter_arrow_schema(), prefer_timestamp_ntz=False)
+    return spark.createDataFrame([[r[f.name] for f in schema.fields] for r in rows], schema)
+
+
+def _reconciliation_rows(spark, dataset, run_id, tallies, quarantined, started) -> DataFrame:
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    from placsp_provider.spark.tables import RECONCILIATION
+
+    data = [
+        [dataset, f, t.page.sha256, run_id, t.page.entries, t.page.tombstones, t.valid_entries, t.valid_tombstones,
+         t.dead_entries + t.dead_tombstones, "quarantined" if f in quarantined else "reconciled", quarantined.get(f), started]
+        for f, t in tallies.items()
+    ]
+    return spark.createDataFrame(data, from_arrow_schema(RECONCILIATION, prefer_timestamp_ntz=False))
+
+
+def _empty_summary(dataset: str, run_id: str, files: int, skipped: int) -> dict[str, Any]:
+    return {
+        "dataset": dataset,
+        "run_id": run_id,
+        "files": {"ingested": files, "already_ingested": skipped, "reconciled": 0, "quarantined": 0},
+        "read": {"entries": 0, "tombstones": 0},
+        "silver": {"entries": 0, "tombstones": 0},
+        "dead_letters": {"total": 0, "records": 0, "by_stage": {}, "by_error_type": {}},
+        "quarantined_files": [],
+        "conservation": {"read": 0, "silver": 0, "dead_letter_records": 0, "in_quarantined_files": 0, "balanced": True},
+        "merge": {},
+    }
+
+
+def _fill_summary(summary, tallies, quarantined, counts, merge_metrics) -> None:
+    read_e = sum(t.page.entries for t in tallies.values())
+    read_t = sum(t.page.tombstones for t in tallies.values())
+    ok = [t for f, t in tallies.items() if f not in quarantined]
+    silver_e = sum(t.valid_entries for t in ok)
+    silver_t = sum(t.valid_tombstones for t in ok)
+    dead_records = sum(t.dead_entries + t.dead_tombstones for t in ok)
+    in_quarantine = sum(t.expected for f, t in tallies.items() if f in quarantined)
+    by_stage: Counter[str] = Counter()
+    by_type: Counter[str] = Counter()
+    for row in counts:
+        by_stage[row["stage"]] += row["count"]
+        by_type[row["error_type"]] += row["count"]
+    summary["files"].update(reconciled=len(ok), quarantined=len(quarantined))
+    summary["read"] = {"entries": read_e, "tombstones": read_t}
+    summary["silver"] = {"entries": silver_e, "tombstones": silver_t}
+    summary["dead_letters"] = {
+        "total": sum(by_stage.values()), "records": dead_records,
+        "by_stage": dict(by_stage), "by_error_type": dict(by_type.most_common()),
+    }
+    summary["quarantined_files"] = [{"file": f, "reason": r} for f, r in sorted(quarantined.items())]
+    summary["conservation"] = {
+        "read": read_e + read_t, "silver": silver_e + silver_t, "dead_letter_records": dead_records,
+        "in_quarantined_files": in_quarantine,
+        "balanced": read_e + read_t == silver_e + silver_t + dead_records + in_quarantine,
+    }
+    summary["merge"] = merge_metrics
+
+
+def summary_path(lake: Path, dataset: str, run_id: str) -> Path:
+    safe = "".join(c if c.isalnum() or c in "-_.+" else "_" for c in run_id)
+    return lake / "runs" / dataset / f"{safe}.json"
+
+
+def _finish(summary: dict[str, Any], lake: Path) -> dict[str, Any]:
+    path = summary_path(lake, summary["dataset"], summary["run_id"])
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(summary, indent=2, sort_keys=True, default=str))
+    summary["summary_file"] = str(path)
+    if not summary["conservation"]["balanced"]:
+        raise RuntimeError(f"conservation check failed for {summary['dataset']}: {summary['conservation']}")
+    return summary
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="PLACSP Silver ingest (Spark job)")
+    parser.add_argument("--dataset", required=True)
+    parser.add_argument("--lake", required=True, type=Path)
+    parser.add_argument("--run-id", required=True)
+    parser.add_argument("--manifest", action="append", type=Path, default=[])
+    parser.add_argument("--reprocess", action="store_true")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s %(message)s")
+    from placsp_provider.spark.session import get_session
+
+    spark = get_session("placsp-silver-ingest")
+    request = IngestRequest(get_dataset(args.dataset), args.lake, args.run_id, tuple(args.manifest), args.reprocess)
+    summary = run_ingest(spark, request)
+    print("PLACSP_SUMMARY " + json.dumps(summary, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,142 @@
+"""MERGE routed rows into the Delta tables: newest `updated` wins, reruns change nothing.
+
+- entries: one row per (dataset, entry_id); a row is replaced only by a strictly newer `updated`.
+- lots, documents, results: the child rows of the winning version replace those of older versions
+  of the same entry (a newer version may have fewer results; old ones must not linger).
+- tombstones: kept as a log, then applied to entries when `deleted_at >= updated`.
+- dead letters and reconciliation: insert-only.
+Every MERGE condition names the dataset as a literal: partition pruning, and MERGEs of different
+datasets never conflict.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from placsp_provider.spark.silver_schema import BUSINESS_KEYS
+from placsp_provider.spark.tables import spark_table_schema, table_path
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+CHILD_TABLES = ("lots", "documents", "results")
+
+
+def _on(keys: tuple[str, ...], dataset: str, t: str = "t", s: str = "s") -> str:
+    parts = [f"{t}.dataset = '{dataset}'"] + [f"{t}.`{k}` = {s}.`{k}`" for k in keys]
+    return " AND ".join(parts)
+
+
+def _metrics(spark: SparkSession, path: Path) -> dict[str, int]:
+    from delta.tables import DeltaTable
+
+    last = DeltaTable.forPath(spark, str(path)).history(1).select("operationMetrics").collect()[0][0] or {}
+    wanted = ("numTargetRowsInserted", "numTargetRowsUpdated", "numTargetRowsDeleted")
+    return {k.replace("numTargetRows", "").lower(): int(last.get(k, 0)) for k in wanted}
+
+
+def _conform(df: DataFrame, table: str) -> DataFrame:
+    """Columns in the table's order and types (so MERGE ... InsertAll never guesses)."""
+    from pyspark.sql import functions as F
+
+    return df.select([F.col(f.name).cast(f.dataType).alias(f.name) for f in spark_table_schema(table).fields])
+
+
+def winners(entries: DataFrame) -> DataFrame:
+    """Newest version per entry within the batch; ties broken deterministically (later file, then content)."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    order = Window.partitionBy("dataset", "entry_id").orderBy(
+        F.col("updated").desc(), F.col("_source_file").desc(), F.xxhash64(F.to_json(F.struct("*"))).desc()
+    )
+    return entries.withColumn("_rank", F.row_number().over(order)).where("_rank = 1").drop("_rank")
+
+
+def merge_silver(
+    spark: SparkSession, lake: Path, dataset: str, rows: dict[str, DataFrame], run_id: str, ingested_at: Any
+) -> dict[str, dict[str, int]]:
+    from delta.tables import DeltaTable
+    from pyspark.sql import functions as F
+
+    stamp = {"_ingest_run_id": F.lit(run_id), "_ingested_at": F.lit(ingested_at).cast("timestamp")}
+    metrics: dict[str, dict[str, int]] = {}
+    entries_path = table_path(lake, "entries")
+    target = DeltaTable.forPath(spark, str(entries_path))
+
+    best = winners(rows["entries"]).withColumns(stamp)
+    best = best.withColumn("deleted_at", F.lit(None).cast("timestamp")).withColumn("deletion_type", F.lit(None).cast("string"))
+    # Which batch versions are at least as new as what Silver holds: their children are the truth.
+    current = target.toDF().where(F.col("dataset") == dataset).select("entry_id", F.col("updated").alias("_held"))
+    eligible = (
+        best.join(current, "entry_id", "left")
+        .where(F.col("_held").isNull() | (F.col("_held") <= F.col("updated")))
+        .select("dataset", "entry_id", "updated", "_source_file")
+        .localCheckpoint()
+    )
+    target.alias("t").merge(_conform(best, "entries").alias("s"), _on(BUSINESS_KEYS["entries"], dataset)) \
+        .whenMatchedUpdateAll(condition="s.updated > t.updated").whenNotMatchedInsertAll().execute()
+    metrics["entries"] = _metrics(spark, entries_path)
+
+    for table in CHILD_TABLES:
+        path = table_path(lake, table)
+        child = DeltaTable.forPath(spark, str(path))
+        keys = BUSINESS_KEYS[table]
+        e = eligible.select(
+            "entry_id", F.col("updated").alias("_winner_updated"), F.col("_source_file").alias("_winner_file")
+        )
+        fresh = (
+            rows[table].join(e, "entry_id")
+            .where((F.col("entry_updated") == F.col("_winner_updated")) & (F.col("_source_file") == F.col("_winner_file")))
+            .drop("_winner_updated", "_winner_file")
+            .dropDuplicates(list(keys))
+            .withColumns(stamp)
+        )
+        child.alias("t").merge(
+            eligible.alias("s"), f"t.dataset = '{dataset}' AND t.entry_id = s.entry_id"
+        ).whenMatchedDelete(condition="t.entry_updated < s.updated").execute()
+        deleted = _metrics(spark, path)["deleted"]
+        child.alias("t").merge(_conform(fresh, table).alias("s"), _on(keys, dataset)).whenNotMatchedInsertAll().execute()
+        metrics[table] = {**_metrics(spark, path), "deleted": deleted}
+
+    metrics["tombstones"] = _merge_tombstones(spark, lake, dataset, rows["tombstones"], best, stamp)
+    return metrics
+
+
+def _merge_tombstones(spark: SparkSession, lake: Path, dataset: str, batch: DataFrame, best: DataFrame, stamp: dict) -> dict[str, int]:
+    from delta.tables import DeltaTable
+    from pyspark.sql import functions as F
+
+    path = table_path(lake, "tombstones")
+    log = DeltaTable.forPath(spark, str(path))
+    fresh = batch.dropDuplicates(list(BUSINESS_KEYS["tombstones"])).withColumns(stamp)
+    log.alias("t").merge(_conform(fresh, "tombstones").alias("s"), _on(BUSINESS_KEYS["tombstones"], dataset)) \
+        .whenNotMatchedInsertAll().execute()
+    counts = _metrics(spark, path)
+
+    # Apply the newest tombstone of every entry this batch touched, whichever run brought it:
+    # a tombstone may arrive before the version it deletes, or after.
+    touched = batch.select("entry_id").union(best.select("entry_id")).distinct()
+    latest = (
+        log.toDF().where(F.col("dataset") == dataset).join(touched, "entry_id")
+        .groupBy("dataset", "entry_id")
+        .agg(F.max("deleted_at").alias("deleted_at"), F.max_by("deletion_type", "deleted_at").alias("deletion_type"))
+    )
+    entries = DeltaTable.forPath(spark, str(table_path(lake, "entries")))
+    entries.alias("t").merge(latest.alias("s"), _on(("entry_id",), dataset)).whenMatchedUpdate(
+        condition="s.deleted_at >= t.updated AND (t.deleted_at IS NULL OR t.deleted_at <> s.deleted_at)",
+        set={"deleted_at": "s.deleted_at", "deletion_type": "s.deletion_type"},
+    ).execute()
+    counts["applied_to_entries"] = _metrics(spark, table_path(lake, "entries"))["updated"]
+    return counts
+
+
+def insert_only(spark: SparkSession, lake: Path, table: str, dataset: str, df: DataFrame, keys: tuple[str, ...]) -> dict[str, int]:
+    from delta.tables import DeltaTable
+
+    path = table_path(lake, table)
+    DeltaTable.forPath(spark, str(path)).alias("t").merge(
+        _conform(df, table).dropDuplicates(list(keys)).alias("s"), _on(keys, dataset)
+    ).whenNotMatchedInsertAll().execute()
+    return _metrics(spark, path)

@@ -1,0 +1,96 @@
+"""The Delta tables of the lake: where they live, their columns, and creating them.
+
+    <lake>/silver/{entries,lots,documents,results,tombstones}   Silver, partitioned by dataset
+    <lake>/dead_letters                                          the dead-letter table (docs/dead-letters.md)
+    <lake>/reconciliation                                        one row per ingested Bronze file
+
+Columns come from the explicit Arrow schemas of `silver_schema` plus the lineage columns every
+row carries. Nothing is ever inferred.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+
+from placsp_provider.spark.silver_schema import SCHEMAS
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+    from pyspark.sql.types import StructType
+
+SILVER_TABLES = ("entries", "lots", "documents", "results", "tombstones")
+UTC_TS = pa.timestamp("us", tz="UTC")
+
+_LINEAGE = [
+    pa.field("_ingest_run_id", pa.string(), nullable=False),
+    pa.field("_ingested_at", UTC_TS, nullable=False),
+]
+_DELETION = [pa.field("deleted_at", UTC_TS), pa.field("deletion_type", pa.string())]
+
+DEAD_LETTER_LIFECYCLE = [
+    pa.field("dead_letter_id", pa.string(), nullable=False),
+    pa.field("run_id", pa.string(), nullable=False),
+    pa.field("processing_timestamp", UTC_TS, nullable=False),
+    pa.field("status", pa.string(), nullable=False),  # quarantined | fixed | replayed | abandoned
+    pa.field("attempts", pa.int32(), nullable=False),
+    pa.field("last_attempt_at", UTC_TS),
+    pa.field("replayed_at", UTC_TS),
+    pa.field("replay_run_id", pa.string()),
+]
+
+RECONCILIATION = pa.schema(
+    [
+        pa.field("dataset", pa.string(), nullable=False),
+        pa.field("source_file", pa.string(), nullable=False),
+        pa.field("sha256", pa.string(), nullable=False),
+        pa.field("run_id", pa.string(), nullable=False),
+        pa.field("manifest_entries", pa.int64(), nullable=False),
+        pa.field("manifest_tombstones", pa.int64(), nullable=False),
+        pa.field("valid_entries", pa.int64(), nullable=False),
+        pa.field("valid_tombstones", pa.int64(), nullable=False),
+        pa.field("dead_letter_records", pa.int64(), nullable=False),
+        pa.field("status", pa.string(), nullable=False),  # reconciled | quarantined
+        pa.field("reason", pa.string()),
+        pa.field("ingested_at", UTC_TS, nullable=False),
+    ]
+)
+
+
+def table_schema(table: str) -> pa.Schema:
+    if table == "dead_letters":
+        return pa.schema([*SCHEMAS["dead_letters"], *DEAD_LETTER_LIFECYCLE])
+    if table == "reconciliation":
+        return RECONCILIATION
+    base = list(SCHEMAS[table])
+    if table == "entries":
+        base += _DELETION
+    return pa.schema([*base, *_LINEAGE])
+
+
+def table_path(lake: Path, table: str) -> Path:
+    if table in ("dead_letters", "reconciliation"):
+        return lake / table
+    return lake / "silver" / table
+
+
+def spark_table_schema(table: str) -> StructType:
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    return from_arrow_schema(table_schema(table), prefer_timestamp_ntz=False)
+
+
+def ensure_tables(spark: SparkSession, lake: Path) -> None:
+    """Create every table that does not exist yet (idempotent; concurrent creators are fine)."""
+    from delta.tables import DeltaTable
+
+    for table in (*SILVER_TABLES, "dead_letters", "reconciliation"):
+        path = table_path(lake, table)
+        if (path / "_delta_log").is_dir():
+            continue
+        builder = DeltaTable.createIfNotExists(spark).location(str(path)).partitionedBy("dataset")
+        for field in spark_table_schema(table).fields:
+            builder = builder.addColumn(field.name, field.dataType, nullable=field.nullable)
+        builder.execute()
