@@ -1,8 +1,9 @@
 """Count what a landed page holds, independently of Spark: these counts are what Silver reconciles to.
 
-A streaming, hardened `iterparse` reads each page once with flat memory. A page that is not
-well-formed is still described: the parser's message (line, column) and the number of entry and
-tombstone start tags found by a byte scan, so nothing it holds can go unaccounted for.
+A streaming, hardened `iterparse` reads each page once with flat memory, handing to Python only the
+few elements it counts. A page that is not well-formed is still described: the parser's message
+(line, column) and the number of entry and tombstone start tags found by a byte scan, chunk by
+chunk, so nothing it holds can go unaccounted for.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from placsp_provider.feed.xml import (
 _LINK_TAG = f"{{{ATOM_NS}}}link"
 _UPDATED_TAG = f"{{{ATOM_NS}}}updated"
 _FEED_TAG = f"{{{ATOM_NS}}}feed"
+_SCANNED_TAGS = (_FEED_TAG, ENTRY_TAG, DELETED_ENTRY_TAG, _LINK_TAG)
 
 # Start tags only (`<entry>`, `<entry xml:lang=..>`, `<atom:entry>`), never `</entry>` or `<entryX`.
 ENTRY_START = re.compile(rb"<(?:[A-Za-z_][\w.-]*:)?entry[\s>/]")
@@ -34,6 +36,20 @@ TOMBSTONE_START = re.compile(rb"<(?:[A-Za-z_][\w.-]*:)?deleted-entry[\s>/]")
 # Header links are read by bytes when the page cannot be parsed; both attribute orders occur.
 _LINK_BYTES = re.compile(rb"<(?:[\w.-]+:)?link\b([^>]*)/?>")
 _ATTR = re.compile(rb"""(\w+)\s*=\s*["']([^"']*)["']""")
+
+# The byte scan reads a page this many bytes at a time, whatever its size...
+BYTE_SCAN_CHUNK = 1 << 20
+# ... and keeps only this many first bytes to read the header links from (`header_links`: the links
+# before the first record). Real headers take a few hundred bytes; if the first record started
+# later, the page is read as one without records: links from its first 64 KiB.
+HEADER_BYTES = 1 << 20
+# The longest tail after the last `<` of a chunk that can still become a start tag without a long
+# `prefix:` name: `<` + a prefix + `:deleted-entry` stays within it for prefixes up to 49 bytes.
+_SHORT_TAIL = 64
+# `<` + a name too long to be `entry` or `deleted-entry` itself, so only usable as a prefix, then
+# maybe `:` and the start of the local name. Whatever follows, `<_` + group(1) + it is a start tag
+# exactly when the original tail + it is one: the name's only role left is to be a valid prefix.
+_LONG_NAME_TAIL = re.compile(rb"<[A-Za-z_][\w.-]{14,}(:[\w.-]{0,13}|)")
 
 
 @dataclass
@@ -88,22 +104,20 @@ def scan_page(path: Path) -> PageScan:
 
 
 def _stream(path: Path, scan: PageScan) -> None:
-    depth = 0
-    root_seen = False
-    context = iterparse(str(path), events=("start", "end"))
-    for event, elem in context:
+    # Only the events that matter reach Python: `start` and `end` of the four tags below. libxml2
+    # still parses (and checks) every byte, but the other elements are never handed over.
+    # The root is the one element without a parent, and only its direct children are counted: an
+    # entry nested in another element, or a link inside an entry, is never taken as the feed's own.
+    scan.is_feed = False  # unless the root turns out to be an Atom <feed>; an empty page has none
+    for event, elem in iterparse(str(path), events=("start", "end"), tag=_SCANNED_TAGS):
+        parent = elem.getparent()
         if event == "start":
-            depth += 1
-            if depth == 1:
-                root_seen = True
+            if parent is None:  # the root, reported only when its tag is one of ours
                 scan.is_feed = elem.tag == _FEED_TAG
             continue
-        depth -= 1
-        if depth != 1:
-            if depth == 0:
-                elem.clear()
-            continue
-        # A direct child of <feed> just ended.
+        if parent is None or parent.getparent() is not None:
+            continue  # the root itself, or nested deeper: freed with its ancestor below the root
+        # A direct child of the root just ended.
         tag = elem.tag
         if tag == ENTRY_TAG:
             scan.entries += 1
@@ -115,14 +129,11 @@ def _stream(path: Path, scan: PageScan) -> None:
             rel, href = elem.get("rel"), elem.get("href")
             if rel and href:
                 scan.links[rel] = href
-        # Free the subtree and the already-seen siblings: memory stays flat whatever the page size.
+        # Free the subtree and every earlier sibling, including those never reported (<title>,
+        # <updated>, ...): memory stays flat whatever the page size.
         elem.clear()
-        parent = elem.getparent()
-        if parent is not None:
-            while elem.getprevious() is not None:
-                del parent[0]
-    if not root_seen:
-        scan.is_feed = False
+        while elem.getprevious() is not None:
+            del parent[0]
 
 
 def _note_time(scan: PageScan, text: str | None, which: str) -> None:
@@ -168,14 +179,58 @@ def header_links(data: bytes) -> dict[str, str]:
     return links
 
 
-def _byte_scan(path: Path, message: str) -> PageScan:
-    # Pages are bounded by the client's size limit, so one read is fine here; this path is rare.
-    data = path.read_bytes()
-    entries, tombstones = count_start_tags(data)
+def _byte_scan(path: Path, message: str, chunk_size: int | None = None) -> PageScan:
+    """Count entry and tombstone start tags by bytes, reading `chunk_size` (by default
+    `BYTE_SCAN_CHUNK`) bytes at a time.
+
+    Memory is bounded by the chunk, the header (`HEADER_BYTES`) and a tail of at most
+    `_SHORT_TAIL` bytes, whatever the page size. Every start tag is counted exactly once, also when
+    a chunk boundary splits it: see `_split_tail`.
+    """
+    chunk_size = BYTE_SCAN_CHUNK if chunk_size is None else chunk_size
+    if chunk_size < 1:
+        raise ValueError(f"chunk_size must be positive, got {chunk_size}")
+    entries = tombstones = 0
+    head: list[bytes] = []  # the first HEADER_BYTES bytes, for the header links
+    head_size = 0
+    carry = b""
+    with path.open("rb") as fh:
+        while chunk := fh.read(chunk_size):
+            if head_size < HEADER_BYTES:
+                head.append(chunk[: HEADER_BYTES - head_size])  # no copy when the whole chunk fits
+                head_size += len(head[-1])
+            data = carry + chunk if carry else chunk
+            cut, carry = _split_tail(data)
+            entries += len(ENTRY_START.findall(data, 0, cut))  # as in data[:cut], without a copy
+            tombstones += len(TOMBSTONE_START.findall(data, 0, cut))
+    found = count_start_tags(carry)  # the end of the page: nothing more can follow the tail
+    entries, tombstones = entries + found[0], tombstones + found[1]
     return PageScan(
         entries=entries,
         tombstones=tombstones,
-        links=header_links(data),
+        links=header_links(b"".join(head)),
         well_formed=False,
         error=message,
     )
+
+
+def _split_tail(data: bytes) -> tuple[int, bytes]:
+    """Where the bytes whose start tags are all decided end in `data`, and the tail to carry over.
+
+    A start tag (`ENTRY_START`, `TOMBSTONE_START`) holds one `<`, its first byte, so a tag that
+    starts before the last `<` ends before it: only the tail from the last `<` may still become a
+    start tag once the next chunk arrives. It is carried over (and left out of the decided bytes,
+    so it is counted once, with the next chunk). A short tail is carried as is; a long one is
+    either decided (no more bytes can make it a start tag) or an unfinished `prefix:` name, which
+    is carried in a shortened form that any following bytes turn into a start tag exactly when they
+    would the original.
+    """
+    cut = data.rfind(b"<")
+    if cut < 0:
+        return len(data), b""
+    if len(data) - cut <= _SHORT_TAIL:
+        return cut, data[cut:]
+    long_name = _LONG_NAME_TAIL.fullmatch(data, cut)
+    if long_name is None:
+        return len(data), b""
+    return cut, b"<_" + long_name.group(1)
