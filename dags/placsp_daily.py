@@ -1,6 +1,8 @@
-"""placsp_daily: every day, land yesterday's PLACSP feed pages of each live dataset into Bronze.
+"""placsp_daily: every day, land yesterday's PLACSP feed pages into Bronze, then parse them into Silver.
 
-One extraction per dataset with a live head feed (643 licitaciones, 1044 agregadas, 1143 menores).
+Per dataset with a live head feed (643 licitaciones, 1044 agregadas, 1143 menores): extraction
+(HTTP -> Bronze pages + manifest), then the Silver ingest on Spark (Bronze -> Silver Delta tables,
+with every entry that cannot be parsed or validated routed to the dead-letter table).
 Set PLACSP_LAKE for the lake root and the `placsp_default` connection for the site (see README).
 Only `airflow.sdk` and the provider's thin operator modules are imported here: the file parses fast.
 """
@@ -13,6 +15,7 @@ from airflow.sdk import DAG, CronDataIntervalTimetable
 
 from placsp_provider.datasets import live_datasets
 from placsp_provider.operators.extract import PlacspExtractOperator
+from placsp_provider.operators.silver import PlacspSilverOperator
 
 with DAG(
     dag_id="placsp_daily",
@@ -36,4 +39,10 @@ with DAG(
     doc_md=__doc__,
 ) as dag:
     for ds in live_datasets():
-        PlacspExtractOperator(task_id=f"extract_{ds.key}", dataset=ds.key)
+        extract = PlacspExtractOperator(task_id=f"extract_{ds.key}", dataset=ds.key)
+        silver = PlacspSilverOperator(
+            task_id=f"silver_{ds.key}",
+            dataset=ds.key,
+            manifest=f"{{{{ ti.xcom_pull(task_ids='extract_{ds.key}')['manifest'] }}}}",
+        )
+        extract >> silver

@@ -43,6 +43,15 @@ def build_parser() -> argparse.ArgumentParser:
     ex.add_argument("--run-id", default="", help="recorded in the manifest")
     ex.add_argument("--json", action="store_true", help="print the summary as JSON on stdout")
     ex.set_defaults(func=_cmd_extract)
+
+    ing = sub.add_parser("ingest", help="parse the landed pages of one dataset into Silver (Spark local)")
+    ing.add_argument("--dataset", required=True, help="key or syndication id")
+    ing.add_argument("--lake", required=True, type=Path, help="lake root folder")
+    ing.add_argument("--run-id", default="", help="recorded on every row and dead letter")
+    ing.add_argument("--manifest", action="append", type=Path, default=[], help="only these manifests")
+    ing.add_argument("--reprocess", action="store_true", help="ingest again files already reconciled")
+    ing.add_argument("--json", action="store_true", help="print the run summary as JSON on stdout")
+    ing.set_defaults(func=_cmd_ingest)
     return parser
 
 
@@ -72,6 +81,26 @@ def _cmd_extract(args: argparse.Namespace) -> dict[str, Any]:
     summary = manifest.summary()
     summary["manifest"] = str(manifest_path(request.lake, ds.key, request.start, request.end))
     return summary
+
+
+def _cmd_ingest(args: argparse.Namespace) -> dict[str, Any]:
+    import uuid
+
+    from placsp_provider.datasets import get_dataset
+    from placsp_provider.spark.session import get_session
+    from placsp_provider.spark.silver_job import IngestRequest, run_ingest
+
+    ds = get_dataset(args.dataset)
+    lake = args.lake.resolve()
+    if not (lake / "bronze" / ds.key).is_dir():
+        raise PlacspError(f"dataset {ds.key}: nothing landed under {lake / 'bronze' / ds.key}; run `placsp extract` first")
+    run_id = args.run_id or f"cli__{datetime.now(UTC):%Y%m%dT%H%M%S}_{uuid.uuid4().hex[:6]}"
+    print(f"starting Spark (local) for dataset {ds.key}, run {run_id}...", file=sys.stderr)
+    spark = get_session("placsp-ingest")
+    try:
+        return run_ingest(spark, IngestRequest(ds, lake, run_id, tuple(args.manifest), args.reprocess))
+    finally:
+        spark.stop()
 
 
 class _progress:
@@ -109,6 +138,8 @@ def _print_summary(summary: dict[str, Any], as_json: bool) -> None:
         print(json.dumps(summary, indent=2, ensure_ascii=False))
         return
     for key, value in summary.items():
+        if isinstance(value, dict):
+            value = ", ".join(f"{k}={v}" for k, v in value.items())
         print(f"{key:>18}: {value}")
 
 

@@ -98,6 +98,17 @@ def report(dag_run: Any, lake: Path) -> int:
             f"{sum(p['entries'] for p in pages)} entries, {sum(p['tombstones'] for p in pages)} tombstones, "
             f"{bad} not well-formed  ({manifest.relative_to(lake)})"
         )
+    for summary_file in sorted(lake.glob("runs/*/*.json")):
+        data = json.loads(summary_file.read_text())
+        if data.get("run_id") != getattr(dag_run, "run_id", None):
+            continue
+        c, d = data["conservation"], data["dead_letters"]
+        print(
+            f"  {data['dataset']:<13} Silver: read {c['read']} = {c['silver']} in Silver + "
+            f"{c['dead_letter_records']} dead letters + {c['in_quarantined_files']} in quarantined files "
+            f"({'balanced' if c['balanced'] else 'NOT BALANCED'}); dead letters by type: {d['by_error_type']}"
+        )
+    print(f"\nSilver tables: {lake / 'silver'}; dead letters: {lake / 'dead_letters'}")
     return 0 if state.endswith("success") else 1
 
 

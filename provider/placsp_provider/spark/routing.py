@@ -9,6 +9,7 @@ only the struct of its own kind filled. The driver then selects `<kind>.*` for e
 from __future__ import annotations
 
 import hashlib
+from urllib.parse import unquote, urlsplit
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -106,16 +107,24 @@ def _widen(kind: str, batch: pa.RecordBatch, source_file: str) -> pa.RecordBatch
     return pa.RecordBatch.from_arrays(columns, schema=schema)
 
 
-def make_router(dataset: Dataset, lake_uri: str) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+def lake_relative(spark_path: str, lake: str) -> str:
+    """`file:/lake/bronze/x.atom` or `file:///lake/...` (Spark's spellings) -> `bronze/x.atom`, the
+    way the extraction manifest names files. Paths outside the lake are returned whole."""
+    parts = urlsplit(spark_path)
+    path = unquote(parts.path) if parts.scheme in ("file", "") else spark_path
+    root = lake.rstrip("/") + "/"
+    return path[len(root):] if path.startswith(root) else path
+
+
+def make_router(dataset: Dataset, lake: str) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """The function handed to `mapInArrow` over a `binaryFile` frame (columns path, content)."""
-    prefix = lake_uri.rstrip("/") + "/"
 
     def route(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
             paths = batch.column("path").to_pylist()
             contents = batch.column("content")
             for i, path in enumerate(paths):
-                source_file = path[len(prefix):] if path.startswith(prefix) else path
+                source_file = lake_relative(path, lake)
                 yield from route_page(contents[i].as_py(), dataset=dataset, source_file=source_file)
 
     return route

@@ -20,7 +20,6 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import unquote, urlsplit
 
 from placsp_provider.bronze.layout import bronze_dir
 from placsp_provider.bronze.manifest import LandedPage, Manifest
@@ -118,13 +117,12 @@ def run_ingest(spark: SparkSession, request: IngestRequest) -> dict[str, Any]:
     ensure_tables(spark, lake)
     pages, skipped = pages_to_ingest(spark, request)
     log.info("dataset %s: %d Bronze file(s) to ingest, %d already ingested", ds.key, len(pages), skipped)
-    summary = _empty_summary(ds.key, request.run_id, len(pages), skipped)
+    summary = empty_summary(ds.key, request.run_id, len(pages), skipped)
     if not pages:
         return _finish(summary, lake)
 
     raw = spark.read.format("binaryFile").load([str(lake / p.file) for p in pages]).select("path", "content")
-    routed = raw.mapInArrow(make_router(ds, lake.as_uri()), routed_spark_schema())
-    routed = routed.withColumn("source_file", _relative(F.col("source_file"), lake)).persist(StorageLevel.MEMORY_AND_DISK)
+    routed = raw.mapInArrow(make_router(ds, str(lake)), routed_spark_schema()).persist(StorageLevel.MEMORY_AND_DISK)
 
     tallies = _tally(routed, pages, lake)
     quarantined = {f: t.quarantine_reason() for f, t in tallies.items() if t.quarantine_reason()}
@@ -164,20 +162,6 @@ def run_ingest(spark: SparkSession, request: IngestRequest) -> dict[str, Any]:
     return _finish(summary, lake)
 
 
-def _relative(col: Any, lake: Path) -> Any:
-    """`file:/lake/bronze/...` (Spark's spelling) -> `bronze/...`, as the manifest writes it."""
-    from pyspark.sql import functions as F
-
-    root = str(lake).rstrip("/") + "/"
-    return F.regexp_replace(F.regexp_replace(col, r"^file:(//)?", ""), "^" + _regex_escape(root), "")
-
-
-def _regex_escape(text: str) -> str:
-    import re
-
-    return re.escape(text)
-
-
 def _tally(routed: DataFrame, pages: list[LandedPage], lake: Path) -> dict[str, FileTally]:
     from pyspark.sql import functions as F
 
@@ -188,7 +172,7 @@ def _tally(routed: DataFrame, pages: list[LandedPage], lake: Path) -> dict[str, 
         .count().collect()
     )
     for row in by_file:
-        source = unquote(urlsplit(row["source_file"]).path) if "://" in row["source_file"] else row["source_file"]
+        source = row["source_file"]
         tally = tallies.get(source)
         if tally is None:  # Spark produced rows for a file we did not ask for: a bug, never silent
             raise RuntimeError(f"Spark returned rows for {source!r}, which is not in the manifests")
@@ -245,7 +229,7 @@ def _reconciliation_rows(spark, dataset, run_id, tallies, quarantined, started) 
     return spark.createDataFrame(data, from_arrow_schema(RECONCILIATION, prefer_timestamp_ntz=False))
 
 
-def _empty_summary(dataset: str, run_id: str, files: int, skipped: int) -> dict[str, Any]:
+def empty_summary(dataset: str, run_id: str, files: int, skipped: int) -> dict[str, Any]:
     return {
         "dataset": dataset,
         "run_id": run_id,

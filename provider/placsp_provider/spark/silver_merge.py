@@ -28,12 +28,27 @@ def _on(keys: tuple[str, ...], dataset: str, t: str = "t", s: str = "s") -> str:
     return " AND ".join(parts)
 
 
-def _metrics(spark: SparkSession, path: Path) -> dict[str, int]:
+def _version(spark: SparkSession, path: Path) -> int:
     from delta.tables import DeltaTable
 
-    last = DeltaTable.forPath(spark, str(path)).history(1).select("operationMetrics").collect()[0][0] or {}
+    return int(DeltaTable.forPath(spark, str(path)).history(1).select("version").collect()[0][0])
+
+
+def _metrics(spark: SparkSession, path: Path, before: int) -> dict[str, int]:
+    """Rows inserted/updated/deleted by the MERGE just run; a MERGE that changed nothing commits
+    nothing, so the newest commit is then an older operation's and must not be read."""
+    from delta.tables import DeltaTable
+
+    history = DeltaTable.forPath(spark, str(path)).history(1).select("version", "operationMetrics").collect()[0]
+    last = (history[1] or {}) if int(history[0]) > before else {}
     wanted = ("numTargetRowsInserted", "numTargetRowsUpdated", "numTargetRowsDeleted")
     return {k.replace("numTargetRows", "").lower(): int(last.get(k, 0)) for k in wanted}
+
+
+def _execute(spark: SparkSession, path: Path, merge: Any) -> dict[str, int]:
+    before = _version(spark, path)
+    merge.execute()
+    return _metrics(spark, path, before)
 
 
 def _conform(df: DataFrame, table: str) -> DataFrame:
@@ -75,9 +90,11 @@ def merge_silver(
         .select("dataset", "entry_id", "updated", "_source_file")
         .localCheckpoint()
     )
-    target.alias("t").merge(_conform(best, "entries").alias("s"), _on(BUSINESS_KEYS["entries"], dataset)) \
-        .whenMatchedUpdateAll(condition="s.updated > t.updated").whenNotMatchedInsertAll().execute()
-    metrics["entries"] = _metrics(spark, entries_path)
+    metrics["entries"] = _execute(
+        spark, entries_path,
+        target.alias("t").merge(_conform(best, "entries").alias("s"), _on(BUSINESS_KEYS["entries"], dataset))
+        .whenMatchedUpdateAll(condition="s.updated > t.updated").whenNotMatchedInsertAll(),
+    )
 
     for table in CHILD_TABLES:
         path = table_path(lake, table)
@@ -93,12 +110,15 @@ def merge_silver(
             .dropDuplicates(list(keys))
             .withColumns(stamp)
         )
-        child.alias("t").merge(
-            eligible.alias("s"), f"t.dataset = '{dataset}' AND t.entry_id = s.entry_id"
-        ).whenMatchedDelete(condition="t.entry_updated < s.updated").execute()
-        deleted = _metrics(spark, path)["deleted"]
-        child.alias("t").merge(_conform(fresh, table).alias("s"), _on(keys, dataset)).whenNotMatchedInsertAll().execute()
-        metrics[table] = {**_metrics(spark, path), "deleted": deleted}
+        deleted = _execute(
+            spark, path,
+            child.alias("t").merge(eligible.alias("s"), f"t.dataset = '{dataset}' AND t.entry_id = s.entry_id")
+            .whenMatchedDelete(condition="t.entry_updated < s.updated"),
+        ).get("deleted", 0)
+        inserted = _execute(
+            spark, path, child.alias("t").merge(_conform(fresh, table).alias("s"), _on(keys, dataset)).whenNotMatchedInsertAll()
+        )
+        metrics[table] = {**inserted, "deleted": deleted}
 
     metrics["tombstones"] = _merge_tombstones(spark, lake, dataset, rows["tombstones"], best, stamp)
     return metrics
@@ -111,9 +131,11 @@ def _merge_tombstones(spark: SparkSession, lake: Path, dataset: str, batch: Data
     path = table_path(lake, "tombstones")
     log = DeltaTable.forPath(spark, str(path))
     fresh = batch.dropDuplicates(list(BUSINESS_KEYS["tombstones"])).withColumns(stamp)
-    log.alias("t").merge(_conform(fresh, "tombstones").alias("s"), _on(BUSINESS_KEYS["tombstones"], dataset)) \
-        .whenNotMatchedInsertAll().execute()
-    counts = _metrics(spark, path)
+    counts = _execute(
+        spark, path,
+        log.alias("t").merge(_conform(fresh, "tombstones").alias("s"), _on(BUSINESS_KEYS["tombstones"], dataset))
+        .whenNotMatchedInsertAll(),
+    )
 
     # Apply the newest tombstone of every entry this batch touched, whichever run brought it:
     # a tombstone may arrive before the version it deletes, or after.
@@ -124,11 +146,14 @@ def _merge_tombstones(spark: SparkSession, lake: Path, dataset: str, batch: Data
         .agg(F.max("deleted_at").alias("deleted_at"), F.max_by("deletion_type", "deleted_at").alias("deletion_type"))
     )
     entries = DeltaTable.forPath(spark, str(table_path(lake, "entries")))
-    entries.alias("t").merge(latest.alias("s"), _on(("entry_id",), dataset)).whenMatchedUpdate(
-        condition="s.deleted_at >= t.updated AND (t.deleted_at IS NULL OR t.deleted_at <> s.deleted_at)",
-        set={"deleted_at": "s.deleted_at", "deletion_type": "s.deletion_type"},
-    ).execute()
-    counts["applied_to_entries"] = _metrics(spark, table_path(lake, "entries"))["updated"]
+    applied = _execute(
+        spark, table_path(lake, "entries"),
+        entries.alias("t").merge(latest.alias("s"), _on(("entry_id",), dataset)).whenMatchedUpdate(
+            condition="s.deleted_at >= t.updated AND (t.deleted_at IS NULL OR t.deleted_at <> s.deleted_at)",
+            set={"deleted_at": "s.deleted_at", "deletion_type": "s.deletion_type"},
+        ),
+    )
+    counts["applied_to_entries"] = applied.get("updated", 0)
     return counts
 
 
@@ -136,7 +161,9 @@ def insert_only(spark: SparkSession, lake: Path, table: str, dataset: str, df: D
     from delta.tables import DeltaTable
 
     path = table_path(lake, table)
-    DeltaTable.forPath(spark, str(path)).alias("t").merge(
-        _conform(df, table).dropDuplicates(list(keys)).alias("s"), _on(keys, dataset)
-    ).whenNotMatchedInsertAll().execute()
-    return _metrics(spark, path)
+    return _execute(
+        spark, path,
+        DeltaTable.forPath(spark, str(path)).alias("t").merge(
+            _conform(df, table).dropDuplicates(list(keys)).alias("s"), _on(keys, dataset)
+        ).whenNotMatchedInsertAll(),
+    )

@@ -1,0 +1,214 @@
+"""The Silver ingest on real Spark local and real Delta tables.
+
+Every case asserts conservation (entries read = Silver + dead letters, against the extraction
+manifest's independent counts) and the exact dead-letter rows.
+"""
+
+from __future__ import annotations
+
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from placsp_provider.datasets import get_dataset
+from placsp_provider.spark.silver_job import IngestRequest, run_ingest
+from placsp_provider.spark.tables import table_path
+from tests.conftest import SAMPLES
+from tests.pages import ID_PREFIX, day, entry, page, tombstone
+from tests.spark.bronze import land
+
+pytestmark = pytest.mark.spark
+
+
+def ingest(spark, lake: Path, dataset: str, run_id: str, **kw) -> dict:
+    return run_ingest(spark, IngestRequest(get_dataset(dataset), lake, run_id, **kw))
+
+
+def table(spark, lake: Path, name: str):
+    return spark.read.format("delta").load(str(table_path(lake, name)))
+
+
+def rows(spark, lake: Path, name: str, *cols: str, where: str = "true") -> list[tuple]:
+    df = table(spark, lake, name).where(where)
+    return sorted(tuple(r) for r in df.select(*cols).collect())
+
+
+def snapshot(spark, lake: Path) -> dict[str, list]:
+    out = {}
+    for name in ("entries", "lots", "documents", "results", "tombstones", "dead_letters", "reconciliation"):
+        df = table(spark, lake, name)
+        out[name] = sorted(str(r) for r in df.collect())
+    return out
+
+
+def assert_balanced(summary: dict) -> None:
+    c = summary["conservation"]
+    assert c["balanced"] and c["read"] == c["silver"] + c["dead_letter_records"] + c["in_quarantined_files"]
+
+
+# -- every real fixture page ----------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def real_lake(spark, tmp_path_factory) -> tuple[Path, dict[str, dict]]:
+    lake = tmp_path_factory.mktemp("real") / "lake"
+    lic = SAMPLES / "643_licitaciones"
+    land(lake, "licitaciones", {
+        "version7.atom": (lic / "resolvedWithLotsAllAwarded" / "version7.atom").read_bytes(),
+        "version11.atom": (lic / "resolvedWithNoLots" / "version11.atom").read_bytes(),
+        "fragment.atom": next((lic / "fragment_not_wellformed").glob("*.atom")).read_bytes(),
+    })
+    agr = {"PlataformasAgregadasSinMenores_20220104_030016_1.atom": (SAMPLES / "1044_agregadas" / "PlataformasAgregadasSinMenores_20220104_030016_1.atom").read_bytes()}
+    for archive in ("PlataformasAgregadasSinMenores_202201_05-06.zip", "PlataformasAgregadasSinMenores_2019.zip"):
+        with zipfile.ZipFile(SAMPLES / "1044_agregadas" / archive) as z:
+            agr.update({n: z.read(n) for n in z.namelist()})
+    land(lake, "agregadas", agr)
+    land(lake, "menores", {"head.atom": (SAMPLES / "1143_menores" / "contratosMenoresPerfilesContratantes.atom").read_bytes()})
+    summaries = {d: ingest(spark, lake, d, "run-real") for d in ("licitaciones", "agregadas", "menores")}
+    return lake, summaries
+
+
+def test_real_pages_are_conserved_file_by_file(spark, real_lake) -> None:
+    lake, summaries = real_lake
+    for summary in summaries.values():
+        assert_balanced(summary)
+        assert summary["files"]["quarantined"] == 0
+    recon = rows(spark, lake, "reconciliation", "dataset", "manifest_entries", "manifest_tombstones", "valid_entries", "valid_tombstones", "dead_letter_records", "status")
+    assert all(r[1] + r[2] == r[3] + r[4] + r[5] and r[6] == "reconciled" for r in recon)
+    # 1044: 117+383, 475+25, 476+24 and the three 2019 pages: 2,3xx entries in all, read exactly
+    agr = summaries["agregadas"]
+    assert agr["files"]["ingested"] == 6 and agr["read"]["tombstones"] == 383 + 25 + 24 + sum(
+        r[2] for r in recon if r[0] == "agregadas") - 432
+    assert agr["dead_letters"]["total"] == 0
+
+
+def test_fragment_not_wellformed_becomes_three_parse_dead_letters(spark, real_lake) -> None:
+    lake, summaries = real_lake
+    assert summaries["licitaciones"]["dead_letters"]["by_error_type"] == {"unbound_prefix": 3}
+    dead = rows(spark, lake, "dead_letters", "stage", "error_type", "entry_id", "status", "attempts", where="dataset = 'licitaciones'")
+    assert dead == [("parse", "unbound_prefix", "https://contrataciondelestado.es/sindicacion/licitacionesPerfilContratante/17540944", "quarantined", 0)] * 3
+    messages = [r[0] for r in table(spark, lake, "dead_letters").select("error_message").collect()]
+    assert all("Namespace prefix" in m and "fragment" in m for m in messages)
+
+
+def test_analyst_can_answer_who_won_what_for_how_much(spark, real_lake) -> None:
+    lake, _ = real_lake
+    entries = table(spark, lake, "entries").where("entry_id LIKE '%/16998351'")
+    results = table(spark, lake, "results").where("entry_id LIKE '%/16998351'")
+    answer = (
+        results.join(entries.select("dataset", "entry_id", "party_name"), ["dataset", "entry_id"])
+        .select("party_name", "lot_id", "winner_name", "awarded_tax_exclusive_amount").collect()
+    )
+    assert len(answer) == 3 and all(r.winner_name and r.awarded_tax_exclusive_amount is not None and r.party_name for r in answer)
+    assert table(spark, lake, "lots").where("entry_id LIKE '%/16998351'").count() == 3
+
+
+def test_duplicate_id_in_one_page_keeps_the_newest(spark, real_lake) -> None:
+    lake, summaries = real_lake
+    # 1143 head: two copies of one id, the second 20 ms newer (and hand-edited folder id)
+    (row,) = rows(spark, lake, "entries", "entry_id", "updated", "contract_folder_id", where="dataset = 'menores'")
+    assert str(row[1]).endswith("01:03:51.640000") and summaries["menores"]["read"]["entries"] == 2
+    assert table(spark, lake, "entries").groupBy("dataset", "entry_id").count().where("count > 1").count() == 0
+
+
+# -- each trap of the Spark XML notes, one page each, one ingest ------------------------------------
+def _traps() -> dict[str, bytes]:
+    ok = lambda n: (n, day(5, 10))  # noqa: E731
+    base = page([ok(1), ok(2), ok(3)])
+    unclosed = page([ok(11), ok(12), ok(13)])
+    second = unclosed.index(b"<entry>", unclosed.index(b"<entry>") + 1)
+    unclosed = unclosed[:second] + unclosed[second:].replace(b"</cbc:ContractFolderID>", b"", 1)
+    na = page([ok(21), ok(22)]).replace(b'currencyID="EUR">', b'currencyID="EUR">N/A', 1)
+    comma = page([ok(31)])
+    comma = _set_first_amount(comma, b"135553,26")
+    truncated = page([ok(41), ok(42)])
+    truncated = truncated[: truncated.rindex(b"<entry>") + 500]
+    latin1 = page([ok(51), ok(52)])
+    marker = f"<id>{ID_PREFIX}52</id>".encode()
+    latin1 = latin1.replace(marker, marker + "<title>Adjudicación</title>".encode("latin-1"), 1)
+    commented = page([ok(61)]).replace(b"<title>t</title>", b"<title>t</title><!-- <entry> -->")
+    return {
+        "clean.atom": base, "unclosed.atom": unclosed, "na.atom": na, "comma.atom": comma,
+        "truncated.atom": truncated, "latin1.atom": latin1, "empty.atom": page([]), "commented.atom": commented,
+    }
+
+
+def _set_first_amount(data: bytes, value: bytes) -> bytes:
+    import re
+
+    return re.sub(rb'(<cbc:EstimatedOverallContractAmount currencyID="EUR">)[^<]*', rb"\g<1>" + value, data, count=1)
+
+
+@pytest.fixture(scope="module")
+def trap_lake(spark, tmp_path_factory) -> tuple[Path, dict]:
+    lake = tmp_path_factory.mktemp("traps") / "lake"
+    land(lake, "agregadas", _traps())
+    return lake, ingest(spark, lake, "agregadas", "run-traps")
+
+
+def test_traps_are_conserved_and_routed_exactly(spark, trap_lake) -> None:
+    lake, summary = trap_lake
+    assert_balanced(summary)
+    recon = {r[0].split("/")[-1].split(".")[0]: r[1:] for r in rows(spark, lake, "reconciliation", "source_file", "valid_entries", "dead_letter_records", "status")}
+    assert recon["clean"] == (3, 0, "reconciled")
+    assert recon["unclosed"] == (2, 1, "reconciled")  # only entry 2 of 3 is lost to Silver
+    assert recon["na"] == (1, 1, "reconciled")
+    assert recon["comma"] == (1, 0, "reconciled")
+    assert recon["latin1"] == (1, 1, "reconciled")
+    assert recon["empty"] == (0, 0, "reconciled")
+    assert recon["commented"][2] == "quarantined"  # the splitter and the manifest disagree: whole file out
+    dead = {(r[0].split("/")[-1].split(".")[0], r[1], r[2]) for r in rows(spark, lake, "dead_letters", "source_file", "stage", "error_type")}
+    assert ("unclosed", "parse", "xml_syntax") in dead
+    assert ("na", "validation", "invalid_amount") in dead
+    assert ("latin1", "parse", "encoding") in dead
+    assert ("commented", "reconciliation", "count_mismatch") in dead
+    assert any(f == "truncated" and stage == "parse" for f, stage, _ in dead)
+    # nothing of the quarantined file reached Silver
+    assert table(spark, lake, "entries").where("_source_file LIKE '%commented%'").count() == 0
+
+
+def test_decimal_comma_amount_is_exact(spark, trap_lake) -> None:
+    lake, _ = trap_lake
+    (amount,) = [r[0] for r in table(spark, lake, "entries").where(f"entry_id = '{ID_PREFIX}31'").select("estimated_overall_amount").collect()]
+    assert str(amount) == "135553.260000"
+
+
+def test_dead_letters_carry_raw_xml_and_an_actionable_message(spark, trap_lake) -> None:
+    lake, _ = trap_lake
+    (r,) = table(spark, lake, "dead_letters").where("error_type = 'xml_syntax'").collect()
+    assert r.raw_record.startswith("<entry>") and r.entry_id == f"{ID_PREFIX}12"
+    assert "agregadas" in r.error_message and "unclosed" in r.error_message and "mismatch" in r.error_message
+    assert len(r.dead_letter_id) == 64 and r.run_id == "run-traps" and r.status == "quarantined"
+
+
+def test_identical_rerun_changes_nothing(spark, trap_lake) -> None:
+    lake, _ = trap_lake
+    before = snapshot(spark, lake)
+    again = ingest(spark, lake, "agregadas", "run-traps-2")
+    assert again["files"] == {"ingested": 0, "already_ingested": 8, "reconciled": 0, "quarantined": 0}
+    forced = ingest(spark, lake, "agregadas", "run-traps-3", reprocess=True)
+    changed = {t: m for t, m in forced["merge"].items() if any(m.get(k) for k in ("inserted", "updated", "deleted"))}
+    assert changed == {}
+    assert snapshot(spark, lake) == before
+
+
+# -- newest wins and tombstones across runs ----------------------------------------------------------
+def test_newest_wins_and_tombstones_apply_only_when_not_older(spark, tmp_path: Path) -> None:
+    lake = tmp_path / "lake"
+    # run 1: entry 1 (Jan 3), entry 2 (Jan 3), and a tombstone for 3 that arrives BEFORE entry 3
+    land(lake, "agregadas", {"p1.atom": page([(1, day(3)), (2, day(3))], tombstones=[(3, day(4))])}, "2022-01-03")
+    ingest(spark, lake, "agregadas", "r1")
+    # run 2: a newer version of 1, an OLDER version of 2 (must not win), entry 3 updated before its
+    # tombstone (so it is deleted), and a tombstone for 1 older than its new version (not applied)
+    land(lake, "agregadas", {"p2.atom": page([(1, day(5)), (2, day(2)), (3, day(3))], tombstones=[(1, day(4, 1))])}, "2022-01-05")
+    summary = ingest(spark, lake, "agregadas", "r2")
+    assert_balanced(summary)
+    got = {r[0].rsplit("/", 1)[-1]: r[1:] for r in rows(spark, lake, "entries", "entry_id", "updated", "deleted_at")}
+    assert str(got["1"][0]).startswith("2022-01-05") and got["1"][1] is None
+    assert str(got["2"][0]).startswith("2022-01-03")
+    assert str(got["3"][1]).startswith("2022-01-04")
+    # run 3: entry 3 comes back, newer than its tombstone: revived
+    land(lake, "agregadas", {"p3.atom": page([(3, day(6))])}, "2022-01-06")
+    ingest(spark, lake, "agregadas", "r3")
+    (row,) = rows(spark, lake, "entries", "updated", "deleted_at", where=f"entry_id = '{ID_PREFIX}3'")
+    assert str(row[0]).startswith("2022-01-06") and row[1] is None
+    assert table(spark, lake, "tombstones").count() == 2
