@@ -19,7 +19,7 @@ from placsp_provider.operators.silver import PlacspSilverOperator
 
 with DAG(
     dag_id="placsp_daily",
-    description="Daily PLACSP extraction into Bronze",
+    description="Daily PLACSP extraction into Bronze and ingest into Silver with dead letters",
     # Data intervals, not trigger points: each run owns [midnight, next midnight) UTC.
     schedule=CronDataIntervalTimetable("0 0 * * *", timezone="UTC"),
     # Early enough for any logical date a user may test or backfill; catchup stays off so a new

@@ -42,3 +42,13 @@ def site() -> Iterator:
 
     with LoopbackSite() as server:
         yield server
+
+
+_SUITE_MARKERS = {"unit", "http", "spark", "airflow"}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Every test says what it needs (registered markers are also strict: see pyproject.toml)."""
+    unmarked = [item.nodeid for item in items if not _SUITE_MARKERS & {m.name for m in item.iter_markers()}]
+    if unmarked:
+        raise pytest.UsageError(f"tests without one of the markers {sorted(_SUITE_MARKERS)}: {unmarked[:5]}")

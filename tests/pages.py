@@ -34,7 +34,8 @@ def entry(number: int, updated: str) -> bytes:
 
 
 def tombstone(number: int, when: str) -> bytes:
-    return f'<at:deleted-entry ref="{ID_PREFIX}{number}" when="{when}"><at:comment type="ANULADA"/></at:deleted-entry>'.encode()
+    comment = '<at:comment type="ANULADA"/>'
+    return f'<at:deleted-entry ref="{ID_PREFIX}{number}" when="{when}">{comment}</at:deleted-entry>'.encode()
 
 
 def page(

@@ -19,9 +19,7 @@ def _field(label: str, kind: str, description: str, default: Any = None) -> dict
 
 
 _CONN_FIELDS = {
-    "ca_bundle": _field(
-        "CA bundle path", "string", "PEM file that includes the FNMT root CA the site chains to"
-    ),
+    "ca_bundle": _field("CA bundle path", "string", "PEM file that includes the FNMT root CA the site chains to"),
     "verify": _field("Verify TLS", "boolean", "Leave on; turn off only to diagnose", True),
     "connect_timeout": _field("Connect timeout (s)", "number", "", 10),
     "read_timeout": _field("Read timeout (s)", "number", "", 60),
@@ -51,7 +49,7 @@ def get_provider_info() -> dict[str, Any]:
         "operators": [
             {
                 "integration-name": "PLACSP",
-                "python-modules": ["placsp_provider.operators.extract"],
+                "python-modules": ["placsp_provider.operators.extract", "placsp_provider.operators.silver"],
             }
         ],
         "connection-types": [

@@ -8,7 +8,9 @@ from placsp_provider.datasets import get_dataset
 from placsp_provider.errors import ConfigError
 
 
-def month_interval(dataset: str, first_month: str, last_month: str, now: datetime | None = None) -> tuple[datetime, datetime]:
+def month_interval(
+    dataset: str, first_month: str, last_month: str, now: datetime | None = None
+) -> tuple[datetime, datetime]:
     """[first day of first_month, first day after last_month) in UTC."""
     ds = get_dataset(dataset)
     try:

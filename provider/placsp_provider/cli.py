@@ -76,7 +76,7 @@ def _cmd_extract(args: argparse.Namespace) -> dict[str, Any]:
         overlap=timedelta(hours=args.overlap_hours),
         max_pages=args.max_pages,
     )
-    with FeedClient(ClientConfig(**config_kwargs), ds.key) as client, _progress(not args.json) as tick:
+    with FeedClient(ClientConfig(**config_kwargs), ds.key) as client, _Progress(not args.json) as tick:
         manifest = extract_interval(client, request, progress=tick)
     summary = manifest.summary()
     summary["manifest"] = str(manifest_path(request.lake, ds.key, request.start, request.end))
@@ -93,7 +93,9 @@ def _cmd_ingest(args: argparse.Namespace) -> dict[str, Any]:
     ds = get_dataset(args.dataset)
     lake = args.lake.resolve()
     if not (lake / "bronze" / ds.key).is_dir():
-        raise PlacspError(f"dataset {ds.key}: nothing landed under {lake / 'bronze' / ds.key}; run `placsp extract` first")
+        raise PlacspError(
+            f"dataset {ds.key}: nothing landed under {lake / 'bronze' / ds.key}; run `placsp extract` first"
+        )
     run_id = args.run_id or f"cli__{datetime.now(UTC):%Y%m%dT%H%M%S}_{uuid.uuid4().hex[:6]}"
     print(f"starting Spark (local) for dataset {ds.key}, run {run_id}...", file=sys.stderr)
     spark = get_session("placsp-ingest")
@@ -103,7 +105,7 @@ def _cmd_ingest(args: argparse.Namespace) -> dict[str, Any]:
         spark.stop()
 
 
-class _progress:
+class _Progress:
     """A rich progress line on stderr: pages landed and MB so far (the chain's length is unknown)."""
 
     def __init__(self, enabled: bool) -> None:
@@ -116,8 +118,12 @@ class _progress:
         from rich.progress import BarColumn, DownloadColumn, Progress, SpinnerColumn, TextColumn
 
         self._bar = Progress(
-            SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), DownloadColumn(),
-            TextColumn("{task.fields[pages]} pages"), transient=False,
+            SpinnerColumn(),
+            TextColumn("{task.description}"),
+            BarColumn(),
+            DownloadColumn(),
+            TextColumn("{task.fields[pages]} pages"),
+            transient=False,
         )
         self._bar.start()
         task = self._bar.add_task("extracting", total=None, pages=0)

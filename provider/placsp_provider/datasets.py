@@ -10,6 +10,8 @@ import re
 from dataclasses import dataclass
 from datetime import date
 
+from placsp_provider.errors import ConfigError
+
 LIVE_BASE_URL = "https://contrataciondelsectorpublico.gob.es/sindicacion"
 # The producer moved hosts; entry ids and hrefs still name the old one, and redirects may cross.
 PLACSP_HOSTS = ("contrataciondelsectorpublico.gob.es", "contrataciondelestado.es")
@@ -38,9 +40,7 @@ class Dataset:
     @property
     def entry_id_pattern(self) -> re.Pattern[str]:
         # Both hosts appear in ids; the numeric tail is the stable folder key.
-        return re.compile(
-            r"^https?://(?:[\w.-]+)/sindicacion/" + re.escape(self.entry_id_path) + r"/(\d+)$"
-        )
+        return re.compile(r"^https?://(?:[\w.-]+)/sindicacion/" + re.escape(self.entry_id_path) + r"/(\d+)$")
 
     def head_url(self, base_url: str) -> str:
         return f"{base_url.rstrip('/')}/{self.folder}/{self.head_file}"
@@ -125,7 +125,7 @@ def get_dataset(name: str | int) -> Dataset:
         if text == str(d.syndication_id):
             return d
     known = ", ".join(f"{d.key} ({d.syndication_id})" for d in DATASETS.values())
-    raise ValueError(f"unknown PLACSP dataset {name!r}; known datasets: {known}")
+    raise ConfigError(f"unknown PLACSP dataset {name!r}; known datasets: {known}")
 
 
 def live_datasets() -> list[Dataset]:

@@ -40,8 +40,14 @@ def _client(site: LoopbackSite, dataset: str = "agregadas", **overrides) -> Feed
 
 def _extract(site, lake, *, start=datetime(2022, 1, 5, tzinfo=UTC), days=1, dataset="agregadas", client=None, **kw):
     req = ExtractRequest(
-        dataset=DATASETS[dataset], start=start, end=start + timedelta(days=days), lake=lake,
-        run_id="test", overlap=timedelta(0), today=date(2026, 11, 29), **kw,
+        dataset=DATASETS[dataset],
+        start=start,
+        end=start + timedelta(days=days),
+        lake=lake,
+        run_id="test",
+        overlap=timedelta(0),
+        today=date(2026, 11, 29),
+        **kw,
     )
     with client or _client(site, dataset) as c:
         return extract_interval(c, req)
@@ -61,13 +67,17 @@ def _files(lake: Path) -> dict[str, bytes]:
 
 def _chain(site: LoopbackSite) -> None:
     """head (Jan 6-7) -> p2 (Jan 5) -> p3 (Jan 4) -> p4 (Jan 3) -> p5 (Jan 2)."""
-    names = ["PlataformasAgregadasSinMenores.atom"] + [f"PlataformasAgregadasSinMenores_2022010{d}_030000.atom" for d in (5, 4, 3, 2)]
+    names = ["PlataformasAgregadasSinMenores.atom"] + [
+        f"PlataformasAgregadasSinMenores_2022010{d}_030000.atom" for d in (5, 4, 3, 2)
+    ]
     days = [(7, 6), (5, 5), (4, 4), (3, 3), (2, 2)]
     for i, (name, (hi, lo)) in enumerate(zip(names, days, strict=True)):
         nxt = names[i + 1] if i + 1 < len(names) else None
         site.routes[PAGE_PATH + name] = page(
             [(100 * i + 1, day(hi, 20)), (100 * i + 2, day(lo, 1))],
-            tombstones=[(100 * i + 3, day(lo, 2))], next_href=nxt, self_href=name,
+            tombstones=[(100 * i + 3, day(lo, 2))],
+            next_href=nxt,
+            self_href=name,
         )
 
 
@@ -85,7 +95,9 @@ def test_real_pages_land_with_a_correct_manifest(lake: Path) -> None:
     assert not fragment.well_formed
     assert "Namespace prefix cac-place-ext on ContractFolderStatus is not defined" in fragment.error
     assert "line 7, column 44" in fragment.error
-    on_disk = Manifest.load(manifest_path(lake, "licitaciones", datetime(2025, 8, 18, tzinfo=UTC), datetime(2025, 8, 19, tzinfo=UTC)))
+    on_disk = Manifest.load(
+        manifest_path(lake, "licitaciones", datetime(2025, 8, 18, tzinfo=UTC), datetime(2025, 8, 19, tzinfo=UTC))
+    )
     assert on_disk.entries == 5 and on_disk.pages[0].sha256 == manifest.pages[0].sha256
 
 
@@ -130,7 +142,9 @@ def test_relative_next_hrefs_resolve_against_the_page_url(lake: Path, site: Loop
 def test_a_next_loop_is_detected(lake: Path, site: LoopbackSite) -> None:
     site.routes[HEAD_1044] = page([(1, day(7))], next_href="p2.atom")
     site.routes[PAGE_PATH + "p2.atom"] = page([(2, day(6))], next_href="PlataformasAgregadasSinMenores.atom")
-    with pytest.raises(FeedError, match=r"dataset agregadas: .*PlataformasAgregadasSinMenores.atom: rel=\"next\" loops back"):
+    with pytest.raises(
+        FeedError, match=r"dataset agregadas: .*PlataformasAgregadasSinMenores.atom: rel=\"next\" loops back"
+    ):
         _extract(site, lake, start=datetime(2022, 1, 1, tzinfo=UTC))
 
 
@@ -164,14 +178,16 @@ def test_head_404_names_dataset_and_url(lake: Path, site: LoopbackSite) -> None:
         _extract(site, lake)
     assert str(err.value) == (
         f"dataset agregadas: {site.url(HEAD_1044)}: answered HTTP 404 Not Found "
-        "(check base_url in the placsp connection)"
+        "(check base_url in the placsp connection, or whether the site still publishes this file)"
     )
     assert site.hits[HEAD_1044] == 1  # a 404 is not retried
 
 
 def test_head_500_is_retried_then_fails(lake: Path, site: LoopbackSite) -> None:
     site.routes[HEAD_1044] = Reply(b"boom", status=500, content_type="text/plain")
-    with pytest.raises(FeedError, match=r"dataset agregadas: http://127.0.0.1:\d+/.*: HTTP 500 .*gave up after 3 attempts"):
+    with pytest.raises(
+        FeedError, match=r"dataset agregadas: http://127.0.0.1:\d+/.*: HTTP 500 .*gave up after 3 attempts"
+    ):
         _extract(site, lake)
     assert site.hits[HEAD_1044] == 3
 
@@ -202,7 +218,9 @@ def test_429_honours_retry_after(lake: Path, site: LoopbackSite) -> None:
 def test_html_error_page_is_refused(lake: Path, site: LoopbackSite) -> None:
     html = b"<!DOCTYPE html><html><head><title>Servicio en mantenimiento</title></head><body/></html>"
     site.routes[HEAD_1044] = Reply(html, content_type="text/html")
-    with pytest.raises(FeedError, match=r"dataset agregadas: .*HTML page instead of an Atom feed \(title: 'Servicio en mantenimiento'"):
+    with pytest.raises(
+        FeedError, match=r"dataset agregadas: .*HTML page instead of an Atom feed \(title: 'Servicio en mantenimiento'"
+    ):
         _extract(site, lake)
     assert _files(lake) == {}
 
@@ -231,7 +249,9 @@ def test_not_well_formed_page_is_landed_and_flagged(lake: Path, site: LoopbackSi
 def test_redirect_to_another_host_is_refused(lake: Path, site: LoopbackSite) -> None:
     elsewhere = site.url("/x").replace("127.0.0.1", "localhost")
     site.routes[HEAD_1044] = Reply(b"", status=302, headers={"Location": elsewhere})
-    with pytest.raises(FeedError, match=r"dataset agregadas: .*redirected \(302\) to another host 'localhost', refused"):
+    with pytest.raises(
+        FeedError, match=r"dataset agregadas: .*redirected \(302\) to another host 'localhost', refused"
+    ):
         _extract(site, lake)
 
 

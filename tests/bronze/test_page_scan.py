@@ -39,42 +39,94 @@ _AGR = "PlataformasAgregadasSinMenores"
 _L643 = "https://contrataciondelestado.es/sindicacion/sindicacion_643/licitacionesPerfilesContratanteCompleto3.atom"
 EXPECTED: dict[str, tuple[int, int, str | None, str | None, str | None, str | None, str | None]] = {
     f"1044_agregadas/{_AGR}_2019.zip!{_AGR}_20190103_031259.atom": (
-        304, 196, "2018-12-31T05:58:40.982000Z", "2019-01-02T15:18:17.649000Z",
-        "2018-12-30T23:18:55.155000Z", "2019-01-02T13:10:54.651000Z", f"{_AGR}_20181231_031557.atom",
+        304,
+        196,
+        "2018-12-31T05:58:40.982000Z",
+        "2019-01-02T15:18:17.649000Z",
+        "2018-12-30T23:18:55.155000Z",
+        "2019-01-02T13:10:54.651000Z",
+        f"{_AGR}_20181231_031557.atom",
     ),
     f"1044_agregadas/{_AGR}_2019.zip!{_AGR}_20190104_030736.atom": (
-        494, 6, "2019-01-02T15:25:26.175000Z", "2019-01-03T11:26:10.453000Z",
-        "2019-01-03T10:12:19.436000Z", "2019-01-03T11:11:04.264000Z", f"{_AGR}_20190103_031259.atom",
+        494,
+        6,
+        "2019-01-02T15:25:26.175000Z",
+        "2019-01-03T11:26:10.453000Z",
+        "2019-01-03T10:12:19.436000Z",
+        "2019-01-03T11:11:04.264000Z",
+        f"{_AGR}_20190103_031259.atom",
     ),
     f"1044_agregadas/{_AGR}_2019.zip!{_AGR}_20190105_030744.atom": (
-        498, 2, "2019-01-03T11:26:10.658000Z", "2019-01-04T12:21:55.045000Z",
-        "2019-01-03T13:11:04.889000Z", "2019-01-03T23:11:11.562000Z", f"{_AGR}_20190104_030736.atom",
+        498,
+        2,
+        "2019-01-03T11:26:10.658000Z",
+        "2019-01-04T12:21:55.045000Z",
+        "2019-01-03T13:11:04.889000Z",
+        "2019-01-03T23:11:11.562000Z",
+        f"{_AGR}_20190104_030736.atom",
     ),
     f"1044_agregadas/{_AGR}_20220104_030016_1.atom": (
-        117, 383, "2021-12-30T23:14:15.739000Z", "2022-01-03T00:11:41.826000Z",
-        "2021-12-30T23:13:12.414000Z", "2022-01-02T23:11:41.879000Z", f"{_AGR}_20211231_030012.atom",
+        117,
+        383,
+        "2021-12-30T23:14:15.739000Z",
+        "2022-01-03T00:11:41.826000Z",
+        "2021-12-30T23:13:12.414000Z",
+        "2022-01-02T23:11:41.879000Z",
+        f"{_AGR}_20211231_030012.atom",
     ),
     f"1044_agregadas/{_AGR}_20220104_030016_1_single.atom": (
-        1, 0, "2022-01-03T00:11:41.826000Z", "2022-01-03T00:11:41.826000Z",
-        None, None, f"{_AGR}_20211231_030012.atom",
+        1,
+        0,
+        "2022-01-03T00:11:41.826000Z",
+        "2022-01-03T00:11:41.826000Z",
+        None,
+        None,
+        f"{_AGR}_20211231_030012.atom",
     ),
     f"1044_agregadas/{_AGR}_202201_05-06.zip!{_AGR}_20220105_030012.atom": (
-        475, 25, "2022-01-03T12:56:20.849000Z", "2022-01-04T12:12:09.464000Z",
-        "2022-01-03T23:11:56.497000Z", "2022-01-04T00:12:01.376000Z", f"{_AGR}_20220104_030016.atom",
+        475,
+        25,
+        "2022-01-03T12:56:20.849000Z",
+        "2022-01-04T12:12:09.464000Z",
+        "2022-01-03T23:11:56.497000Z",
+        "2022-01-04T00:12:01.376000Z",
+        f"{_AGR}_20220104_030016.atom",
     ),
     f"1044_agregadas/{_AGR}_202201_05-06.zip!{_AGR}_20220106_030013.atom": (
-        476, 24, "2022-01-04T12:12:09.536000Z", "2022-01-05T11:12:24.901000Z",
-        "2022-01-04T13:13:12.670000Z", "2022-01-04T23:12:13.328000Z", f"{_AGR}_20220105_030012.atom",
+        476,
+        24,
+        "2022-01-04T12:12:09.536000Z",
+        "2022-01-05T11:12:24.901000Z",
+        "2022-01-04T13:13:12.670000Z",
+        "2022-01-04T23:12:13.328000Z",
+        f"{_AGR}_20220105_030012.atom",
     ),
     "1143_menores/contratosMenoresPerfilesContratantes.atom": (
-        2, 0, "2025-02-01T01:03:51.620000Z", "2025-02-01T01:03:51.640000Z",
-        None, None, "contratosMenoresPerfilesContratantes_20250201_042305.atom",
+        2,
+        0,
+        "2025-02-01T01:03:51.620000Z",
+        "2025-02-01T01:03:51.640000Z",
+        None,
+        None,
+        "contratosMenoresPerfilesContratantes_20250201_042305.atom",
     ),
     "643_licitaciones/resolvedWithLotsAllAwarded/version7.atom": (
-        1, 0, "2025-08-18T07:00:00Z", "2025-08-18T07:00:00Z", None, None, None,
+        1,
+        0,
+        "2025-08-18T07:00:00Z",
+        "2025-08-18T07:00:00Z",
+        None,
+        None,
+        None,
     ),
     "643_licitaciones/resolvedWithNoLots/version11.atom": (
-        1, 0, "2025-08-18T07:00:00Z", "2025-08-18T07:00:00Z", None, None, None,
+        1,
+        0,
+        "2025-08-18T07:00:00Z",
+        "2025-08-18T07:00:00Z",
+        None,
+        None,
+        None,
     ),
 }
 FRAGMENT = (
@@ -112,8 +164,13 @@ def _page_id(name: str) -> str:
 def test_real_page_counts_unchanged(name: str, tmp_path: Path) -> None:
     scan = scan_page(_sample(name, tmp_path)).to_json()
     got = (
-        scan["entries"], scan["tombstones"], scan["min_updated"], scan["max_updated"],
-        scan["min_deleted"], scan["max_deleted"], scan["links"].get("next"),
+        scan["entries"],
+        scan["tombstones"],
+        scan["min_updated"],
+        scan["max_updated"],
+        scan["min_deleted"],
+        scan["max_deleted"],
+        scan["links"].get("next"),
     )
     assert got == EXPECTED[name]
     assert scan["well_formed"] and scan["is_feed"] and scan["error"] is None
@@ -245,8 +302,15 @@ SPLIT_PAGE = (
     + b'<link rel="self" href="s.atom"/><atom:link href="n.atom" rel="next"/>'
     + b"<entry><title>x</entry>"  # not well-formed
     + b"<atom:entry xml:lang='es'/><at:deleted-entry ref='r'/>\n<entry\n/></entry><entryX/><deleted-entry>"
-    + b"<" + b"p" * 100 + b":entry>" + b"<" + b"q" * 60 + b":deleted-entry/>"  # prefixes longer than the tail
-    + b"<" + b"e" * 80 + b">"  # a long name that is no start tag
+    + b"<"
+    + b"p" * 100
+    + b":entry>"
+    + b"<"
+    + b"q" * 60
+    + b":deleted-entry/>"  # prefixes longer than the tail
+    + b"<"
+    + b"e" * 80
+    + b">"  # a long name that is no start tag
     + b"</feed>"
 )
 

@@ -22,7 +22,9 @@ def land(lake: Path, dataset: str, pages: dict[str, bytes], interval: str = "202
     """Land `name -> bytes` pages for one interval; return the manifest path."""
     ds = get_dataset(dataset)
     start = datetime.fromisoformat(interval).replace(tzinfo=UTC)
-    manifest = Manifest(ds.key, ds.syndication_id, f"test-{interval}", isoformat(start), isoformat(start), isoformat(start), "test")
+    manifest = Manifest(
+        ds.key, ds.syndication_id, f"test-{interval}", isoformat(start), isoformat(start), isoformat(start), "test"
+    )
     for name, body in pages.items():
         sha = hashlib.sha256(body).hexdigest()
         tmp = layout.incoming_dir(lake, ds.key) / f"{name}.tmp"
@@ -34,10 +36,20 @@ def land(lake: Path, dataset: str, pages: dict[str, bytes], interval: str = "202
         iso = lambda v: isoformat(v) if v else None  # noqa: E731
         manifest.pages.append(
             LandedPage(
-                url=f"test://{name}", file=str(final.relative_to(lake)), bytes=len(body), sha256=sha,
-                entries=scan.entries, tombstones=scan.tombstones, min_updated=iso(scan.min_updated),
-                max_updated=iso(scan.max_updated), min_deleted=iso(scan.min_deleted), max_deleted=iso(scan.max_deleted),
-                well_formed=scan.well_formed, error=scan.error, source="feed", newly_landed=new,
+                url=f"test://{name}",
+                file=str(final.relative_to(lake)),
+                bytes=len(body),
+                sha256=sha,
+                entries=scan.entries,
+                tombstones=scan.tombstones,
+                min_updated=iso(scan.min_updated),
+                max_updated=iso(scan.max_updated),
+                min_deleted=iso(scan.min_deleted),
+                max_deleted=iso(scan.max_deleted),
+                well_formed=scan.well_formed,
+                error=scan.error,
+                source="feed",
+                newly_landed=new,
             )
         )
     path = layout.bronze_dir(lake, ds.key) / "manifests" / f"{interval}.json"

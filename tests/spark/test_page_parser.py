@@ -123,9 +123,7 @@ def _small_page(
     entries: list[bytes] | None = None, tombstones: list[bytes] | None = None, footer: bytes = b"</feed>\n"
 ) -> bytes:
     """A page made of real records: the real header, 2 real tombstones and 5 real entries by default."""
-    records = (TOMBSTONES[:2] if tombstones is None else tombstones) + (
-        ENTRIES[:5] if entries is None else entries
-    )
+    records = (TOMBSTONES[:2] if tombstones is None else tombstones) + (ENTRIES[:5] if entries is None else entries)
     return HEADER + b"\n    ".join(records) + b"\n" + footer
 
 
@@ -282,9 +280,7 @@ def test_version7_who_won_what_for_how_much() -> None:
         "Acuerdo JGL aprobacion exp.pdf",
         "Memoria justificativa contrato.pdf",
     ]
-    assert [documents[("additional_publication", i)]["document_type_code"] for i in range(3)] == [
-        "ACTA_ADJ"
-    ] * 3
+    assert [documents[("additional_publication", i)]["document_type_code"] for i in range(3)] == ["ACTA_ADJ"] * 3
     assert documents[("additional_publication", 0)]["file_name"] == "Decreto adjudicacion.pdf"
     assert documents[("general", 1)]["file_name"] == "Actos públicos informativos o de aperturas de ofertas"
     assert documents[("procurement_legislation", 0)]["document_id"] == "2014/24/EU"
@@ -353,9 +349,7 @@ def test_fragment_without_root_is_three_unbound_prefix_dead_letters() -> None:
         )
         assert dead_letter["raw_record"].startswith("<entry>")
         assert dead_letter["raw_record"].endswith("</entry>")
-    assert [d["record_offset"] for d in result.dead_letters] == [
-        m.start() for m in re.finditer(rb"<entry>", data)
-    ]
+    assert [d["record_offset"] for d in result.dead_letters] == [m.start() for m in re.finditer(rb"<entry>", data)]
     assert "page line 324" in result.dead_letters[1]["error_message"]
 
 
@@ -398,10 +392,7 @@ def test_missing_end_tag_of_entry_2_does_not_swallow_entry_3() -> None:
     (dead_letter,) = result.dead_letters
     assert dead_letter["error_type"] == "unclosed_record"
     assert dead_letter["entry_id"] == _entry_id(entries[1])
-    assert (
-        "lxml: Opening and ending tag mismatch: entry line 1 and placsp-record"
-        in dead_letter["error_message"]
-    )
+    assert "lxml: Opening and ending tag mismatch: entry line 1 and placsp-record" in dead_letter["error_message"]
     assert "placsp-record is the synthetic element" in dead_letter["error_message"]
     # replayed unchanged, it is still reported as unclosed
     replayed = parse_dead_letter(dead_letter, dataset=AGREGADAS)
@@ -424,12 +415,8 @@ def test_na_amount_is_a_validation_dead_letter() -> None:
 
 def test_decimal_comma_amounts_are_parsed_exactly() -> None:
     index = _first_entry_with(b"<cbc:EstimatedOverallContractAmount", b"<cbc:TaxExclusiveAmount")
-    entry = re.sub(
-        rb'(<cbc:TaxExclusiveAmount currencyID="EUR">)[^<]*', rb"\g<1>135553,26", ENTRIES[index], count=1
-    )
-    entry = re.sub(
-        rb"(<cbc:EstimatedOverallContractAmount[^>]*>)[^<]*", rb"\g<1>1.234.567,89", entry, count=1
-    )
+    entry = re.sub(rb'(<cbc:TaxExclusiveAmount currencyID="EUR">)[^<]*', rb"\g<1>135553,26", ENTRIES[index], count=1)
+    entry = re.sub(rb"(<cbc:EstimatedOverallContractAmount[^>]*>)[^<]*", rb"\g<1>1.234.567,89", entry, count=1)
     (row,) = _parse(_small_page([entry])).entries
     assert row["tax_exclusive_amount"] == Decimal("135553.26")
     assert str(row["tax_exclusive_amount"]) == "135553.26"
@@ -437,9 +424,7 @@ def test_decimal_comma_amounts_are_parsed_exactly() -> None:
 
 
 def test_elements_repeated_that_are_normally_single_are_all_kept() -> None:
-    index = _first_entry_with(
-        b"<cac:TenderResult>", b"<cac-place-ext:ValidNoticeInfo>", b"<cac:RequiredCommodity"
-    )
+    index = _first_entry_with(b"<cac:TenderResult>", b"<cac-place-ext:ValidNoticeInfo>", b"<cac:RequiredCommodity")
     entry = ENTRIES[index]
 
     def duplicate(data: bytes, tag: bytes, change: Callable[[bytes], bytes]) -> bytes:
@@ -534,9 +519,7 @@ def test_tombstones_with_and_without_comment() -> None:
         body = f'<at:deleted-entry ref="{ref}" when="{when}"><at:comment type="{comment}"/>'
         return (body + "</at:deleted-entry>").encode()
 
-    header = HEADER.replace(
-        f'xmlns="{ATOM_NS}"'.encode(), f'xmlns="{ATOM_NS}" xmlns:at="{TOMBSTONE_NS}"'.encode()
-    )
+    header = HEADER.replace(f'xmlns="{ATOM_NS}"'.encode(), f'xmlns="{ATOM_NS}" xmlns:at="{TOMBSTONE_NS}"'.encode())
     records = [
         tombstone(1, comment="ANULADA"),
         tombstone(2),
@@ -590,8 +573,7 @@ def test_record_in_no_namespace_is_an_unexpected_element() -> None:
 ENTITY_BOMB = (
     b'<?xml version="1.0"?>\n<!DOCTYPE feed [\n<!ENTITY lol "lol">\n'
     + b"".join(
-        f'<!ENTITY lol{i} "{("&lol" + (str(i - 1) if i > 1 else "") + ";") * 10}">\n'.encode()
-        for i in range(1, 10)
+        f'<!ENTITY lol{i} "{("&lol" + (str(i - 1) if i > 1 else "") + ";") * 10}">\n'.encode() for i in range(1, 10)
     )
     + b"]>\n"
 )
@@ -651,9 +633,7 @@ def test_spark_schemas_follow_the_arrow_schemas() -> None:
     for table, schema in silver_schema.SCHEMAS.items():
         assert silver_schema.spark_schema(table).fieldNames() == schema.names
     ddl = silver_schema.spark_ddl("results")
-    assert ddl.startswith(
-        "`dataset` string NOT NULL, `entry_id` string NOT NULL, `entry_updated` timestamp NOT NULL"
-    )
+    assert ddl.startswith("`dataset` string NOT NULL, `entry_id` string NOT NULL, `entry_updated` timestamp NOT NULL")
     assert "`awarded_payable_amount` decimal(38,6)" in ddl
     assert "`winner_identifiers` array<struct<scheme_name:string,id:string>> NOT NULL" in ddl
     assert "`cpv_codes` array<string> NOT NULL" in silver_schema.spark_ddl("entries")
@@ -732,9 +712,7 @@ def test_parse_record_refuses_page_dead_letters() -> None:
 
 
 def test_a_3_mb_page_parses_in_well_under_a_second() -> None:
-    with zipfile.ZipFile(
-        SAMPLES / "1044_agregadas" / "PlataformasAgregadasSinMenores_202201_05-06.zip"
-    ) as zf:
+    with zipfile.ZipFile(SAMPLES / "1044_agregadas" / "PlataformasAgregadasSinMenores_202201_05-06.zip") as zf:
         data = zf.read("PlataformasAgregadasSinMenores_20220105_030012.atom")
     best = min(_timed(lambda: parse_page(data, dataset=AGREGADAS, source_file="p")) for _ in range(3))
     assert best < 1.0

@@ -35,9 +35,7 @@ def test_2022_page_tombstones_declared_inline_are_found_by_uri() -> None:
     # the 2022 root does not bind the tombstone namespace: each tombstone declares it inline
     assert f'xmlns="{ATOM_NS}"' in layout.namespace_context
     assert TOMBSTONE_NS not in layout.namespace_context
-    assert 'xmlns:cbc="urn:dgpe:names:draft:codice:schema:xsd:CommonBasicComponents-2"' in (
-        layout.namespace_context
-    )
+    assert 'xmlns:cbc="urn:dgpe:names:draft:codice:schema:xsd:CommonBasicComponents-2"' in (layout.namespace_context)
     assert layout.xml_declaration.startswith(b"<?xml")
 
 
@@ -155,9 +153,7 @@ def test_recover_entry_id_from_unparsable_bytes() -> None:
         page_split.recover_entry_id(b"<entry>\n  <id> https://x/sindicacion/a/1 </id><cbc:Bad", ENTRY)
         == "https://x/sindicacion/a/1"
     )
-    assert page_split.recover_entry_id(b'<at:deleted-entry ref="https://x/1" when="w"/>', TOMBSTONE) == (
-        "https://x/1"
-    )
+    assert page_split.recover_entry_id(b'<at:deleted-entry ref="https://x/1" when="w"/>', TOMBSTONE) == ("https://x/1")
     assert page_split.recover_entry_id(b"<entry><title>no id</title>", ENTRY) is None
 
 

@@ -15,7 +15,7 @@ from placsp_provider.datasets import get_dataset
 from placsp_provider.spark.silver_job import IngestRequest, run_ingest
 from placsp_provider.spark.tables import table_path
 from tests.conftest import SAMPLES
-from tests.pages import ID_PREFIX, day, entry, page, tombstone
+from tests.pages import ID_PREFIX, day, page
 from tests.spark.bronze import land
 
 pytestmark = pytest.mark.spark
@@ -52,17 +52,29 @@ def assert_balanced(summary: dict) -> None:
 def real_lake(spark, tmp_path_factory) -> tuple[Path, dict[str, dict]]:
     lake = tmp_path_factory.mktemp("real") / "lake"
     lic = SAMPLES / "643_licitaciones"
-    land(lake, "licitaciones", {
-        "version7.atom": (lic / "resolvedWithLotsAllAwarded" / "version7.atom").read_bytes(),
-        "version11.atom": (lic / "resolvedWithNoLots" / "version11.atom").read_bytes(),
-        "fragment.atom": next((lic / "fragment_not_wellformed").glob("*.atom")).read_bytes(),
-    })
-    agr = {"PlataformasAgregadasSinMenores_20220104_030016_1.atom": (SAMPLES / "1044_agregadas" / "PlataformasAgregadasSinMenores_20220104_030016_1.atom").read_bytes()}
+    land(
+        lake,
+        "licitaciones",
+        {
+            "version7.atom": (lic / "resolvedWithLotsAllAwarded" / "version7.atom").read_bytes(),
+            "version11.atom": (lic / "resolvedWithNoLots" / "version11.atom").read_bytes(),
+            "fragment.atom": next((lic / "fragment_not_wellformed").glob("*.atom")).read_bytes(),
+        },
+    )
+    agr = {
+        "PlataformasAgregadasSinMenores_20220104_030016_1.atom": (
+            SAMPLES / "1044_agregadas" / "PlataformasAgregadasSinMenores_20220104_030016_1.atom"
+        ).read_bytes()
+    }
     for archive in ("PlataformasAgregadasSinMenores_202201_05-06.zip", "PlataformasAgregadasSinMenores_2019.zip"):
         with zipfile.ZipFile(SAMPLES / "1044_agregadas" / archive) as z:
             agr.update({n: z.read(n) for n in z.namelist()})
     land(lake, "agregadas", agr)
-    land(lake, "menores", {"head.atom": (SAMPLES / "1143_menores" / "contratosMenoresPerfilesContratantes.atom").read_bytes()})
+    land(
+        lake,
+        "menores",
+        {"head.atom": (SAMPLES / "1143_menores" / "contratosMenoresPerfilesContratantes.atom").read_bytes()},
+    )
     summaries = {d: ingest(spark, lake, d, "run-real") for d in ("licitaciones", "agregadas", "menores")}
     return lake, summaries
 
@@ -72,20 +84,55 @@ def test_real_pages_are_conserved_file_by_file(spark, real_lake) -> None:
     for summary in summaries.values():
         assert_balanced(summary)
         assert summary["files"]["quarantined"] == 0
-    recon = rows(spark, lake, "reconciliation", "dataset", "manifest_entries", "manifest_tombstones", "valid_entries", "valid_tombstones", "dead_letter_records", "status")
+    recon = rows(
+        spark,
+        lake,
+        "reconciliation",
+        "dataset",
+        "manifest_entries",
+        "manifest_tombstones",
+        "valid_entries",
+        "valid_tombstones",
+        "dead_letter_records",
+        "status",
+    )
     assert all(r[1] + r[2] == r[3] + r[4] + r[5] and r[6] == "reconciled" for r in recon)
     # 1044: 117+383, 475+25, 476+24 and the three 2019 pages: 2,3xx entries in all, read exactly
     agr = summaries["agregadas"]
-    assert agr["files"]["ingested"] == 6 and agr["read"]["tombstones"] == 383 + 25 + 24 + sum(
-        r[2] for r in recon if r[0] == "agregadas") - 432
+    assert (
+        agr["files"]["ingested"] == 6
+        and agr["read"]["tombstones"] == 383 + 25 + 24 + sum(r[2] for r in recon if r[0] == "agregadas") - 432
+    )
     assert agr["dead_letters"]["total"] == 0
 
 
 def test_fragment_not_wellformed_becomes_three_parse_dead_letters(spark, real_lake) -> None:
     lake, summaries = real_lake
     assert summaries["licitaciones"]["dead_letters"]["by_error_type"] == {"unbound_prefix": 3}
-    dead = rows(spark, lake, "dead_letters", "stage", "error_type", "entry_id", "status", "attempts", where="dataset = 'licitaciones'")
-    assert dead == [("parse", "unbound_prefix", "https://contrataciondelestado.es/sindicacion/licitacionesPerfilContratante/17540944", "quarantined", 0)] * 3
+    dead = rows(
+        spark,
+        lake,
+        "dead_letters",
+        "stage",
+        "error_type",
+        "entry_id",
+        "status",
+        "attempts",
+        where="dataset = 'licitaciones'",
+    )
+    assert (
+        dead
+        == [
+            (
+                "parse",
+                "unbound_prefix",
+                "https://contrataciondelestado.es/sindicacion/licitacionesPerfilContratante/17540944",
+                "quarantined",
+                0,
+            )
+        ]
+        * 3
+    )
     messages = [r[0] for r in table(spark, lake, "dead_letters").select("error_message").collect()]
     assert all("Namespace prefix" in m and "fragment" in m for m in messages)
 
@@ -96,9 +143,12 @@ def test_analyst_can_answer_who_won_what_for_how_much(spark, real_lake) -> None:
     results = table(spark, lake, "results").where("entry_id LIKE '%/16998351'")
     answer = (
         results.join(entries.select("dataset", "entry_id", "party_name"), ["dataset", "entry_id"])
-        .select("party_name", "lot_id", "winner_name", "awarded_tax_exclusive_amount").collect()
+        .select("party_name", "lot_id", "winner_name", "awarded_tax_exclusive_amount")
+        .collect()
     )
-    assert len(answer) == 3 and all(r.winner_name and r.awarded_tax_exclusive_amount is not None and r.party_name for r in answer)
+    assert len(answer) == 3 and all(
+        r.winner_name and r.awarded_tax_exclusive_amount is not None and r.party_name for r in answer
+    )
     assert table(spark, lake, "lots").where("entry_id LIKE '%/16998351'").count() == 3
 
 
@@ -125,10 +175,21 @@ def _traps() -> dict[str, bytes]:
     latin1 = page([ok(51), ok(52)])
     marker = f"<id>{ID_PREFIX}52</id>".encode()
     latin1 = latin1.replace(marker, marker + "<title>Adjudicación</title>".encode("latin-1"), 1)
+    repeated = page([ok(71)])
+    start = repeated.index(b"<cac:TenderResult>")
+    end = repeated.index(b"</cac:TenderResult>") + len(b"</cac:TenderResult>")
+    repeated = repeated[:end] + repeated[start:end] + repeated[end:]  # normally single here: both kept
     commented = page([ok(61)]).replace(b"<title>t</title>", b"<title>t</title><!-- <entry> -->")
     return {
-        "clean.atom": base, "unclosed.atom": unclosed, "na.atom": na, "comma.atom": comma,
-        "truncated.atom": truncated, "latin1.atom": latin1, "empty.atom": page([]), "commented.atom": commented,
+        "clean.atom": base,
+        "unclosed.atom": unclosed,
+        "na.atom": na,
+        "comma.atom": comma,
+        "truncated.atom": truncated,
+        "repeated.atom": repeated,
+        "latin1.atom": latin1,
+        "empty.atom": page([]),
+        "commented.atom": commented,
     }
 
 
@@ -148,15 +209,23 @@ def trap_lake(spark, tmp_path_factory) -> tuple[Path, dict]:
 def test_traps_are_conserved_and_routed_exactly(spark, trap_lake) -> None:
     lake, summary = trap_lake
     assert_balanced(summary)
-    recon = {r[0].split("/")[-1].split(".")[0]: r[1:] for r in rows(spark, lake, "reconciliation", "source_file", "valid_entries", "dead_letter_records", "status")}
+    recon = {
+        r[0].split("/")[-1].split(".")[0]: r[1:]
+        for r in rows(spark, lake, "reconciliation", "source_file", "valid_entries", "dead_letter_records", "status")
+    }
     assert recon["clean"] == (3, 0, "reconciled")
     assert recon["unclosed"] == (2, 1, "reconciled")  # only entry 2 of 3 is lost to Silver
     assert recon["na"] == (1, 1, "reconciled")
     assert recon["comma"] == (1, 0, "reconciled")
     assert recon["latin1"] == (1, 1, "reconciled")
     assert recon["empty"] == (0, 0, "reconciled")
+    assert recon["repeated"] == (1, 0, "reconciled")
+    assert table(spark, lake, "results").where(f"entry_id = '{ID_PREFIX}71'").count() == 2
     assert recon["commented"][2] == "quarantined"  # the splitter and the manifest disagree: whole file out
-    dead = {(r[0].split("/")[-1].split(".")[0], r[1], r[2]) for r in rows(spark, lake, "dead_letters", "source_file", "stage", "error_type")}
+    dead = {
+        (r[0].split("/")[-1].split(".")[0], r[1], r[2])
+        for r in rows(spark, lake, "dead_letters", "source_file", "stage", "error_type")
+    }
     assert ("unclosed", "parse", "xml_syntax") in dead
     assert ("na", "validation", "invalid_amount") in dead
     assert ("latin1", "parse", "encoding") in dead
@@ -168,7 +237,13 @@ def test_traps_are_conserved_and_routed_exactly(spark, trap_lake) -> None:
 
 def test_decimal_comma_amount_is_exact(spark, trap_lake) -> None:
     lake, _ = trap_lake
-    (amount,) = [r[0] for r in table(spark, lake, "entries").where(f"entry_id = '{ID_PREFIX}31'").select("estimated_overall_amount").collect()]
+    (amount,) = [
+        r[0]
+        for r in table(spark, lake, "entries")
+        .where(f"entry_id = '{ID_PREFIX}31'")
+        .select("estimated_overall_amount")
+        .collect()
+    ]
     assert str(amount) == "135553.260000"
 
 
@@ -184,7 +259,7 @@ def test_identical_rerun_changes_nothing(spark, trap_lake) -> None:
     lake, _ = trap_lake
     before = snapshot(spark, lake)
     again = ingest(spark, lake, "agregadas", "run-traps-2")
-    assert again["files"] == {"ingested": 0, "already_ingested": 8, "reconciled": 0, "quarantined": 0}
+    assert again["files"] == {"ingested": 0, "already_ingested": 9, "reconciled": 0, "quarantined": 0}
     forced = ingest(spark, lake, "agregadas", "run-traps-3", reprocess=True)
     changed = {t: m for t, m in forced["merge"].items() if any(m.get(k) for k in ("inserted", "updated", "deleted"))}
     assert changed == {}
@@ -199,7 +274,12 @@ def test_newest_wins_and_tombstones_apply_only_when_not_older(spark, tmp_path: P
     ingest(spark, lake, "agregadas", "r1")
     # run 2: a newer version of 1, an OLDER version of 2 (must not win), entry 3 updated before its
     # tombstone (so it is deleted), and a tombstone for 1 older than its new version (not applied)
-    land(lake, "agregadas", {"p2.atom": page([(1, day(5)), (2, day(2)), (3, day(3))], tombstones=[(1, day(4, 1))])}, "2022-01-05")
+    land(
+        lake,
+        "agregadas",
+        {"p2.atom": page([(1, day(5)), (2, day(2)), (3, day(3))], tombstones=[(1, day(4, 1))])},
+        "2022-01-05",
+    )
     summary = ingest(spark, lake, "agregadas", "r2")
     assert_balanced(summary)
     got = {r[0].rsplit("/", 1)[-1]: r[1:] for r in rows(spark, lake, "entries", "entry_id", "updated", "deleted_at")}
@@ -212,3 +292,14 @@ def test_newest_wins_and_tombstones_apply_only_when_not_older(spark, tmp_path: P
     (row,) = rows(spark, lake, "entries", "updated", "deleted_at", where=f"entry_id = '{ID_PREFIX}3'")
     assert str(row[0]).startswith("2022-01-06") and row[1] is None
     assert table(spark, lake, "tombstones").count() == 2
+    # run 4: another version of 2 with the SAME updated (a correction that did not bump it) and one
+    # more result: it loses everywhere, Silver never mixes two versions of one entry
+    other = page([(2, day(3))])
+    start = other.index(b"<cac:TenderResult>")
+    end = other.index(b"</cac:TenderResult>") + len(b"</cac:TenderResult>")
+    other = other[:end] + other[start:end] + other[end:]
+    land(lake, "agregadas", {"p4.atom": other}, "2022-01-07")
+    ingest(spark, lake, "agregadas", "r4")
+    (kept,) = rows(spark, lake, "entries", "_source_file", "result_count", where=f"entry_id = '{ID_PREFIX}2'")
+    assert "p1." in kept[0] and kept[1] == 1
+    assert table(spark, lake, "results").where(f"entry_id = '{ID_PREFIX}2'").count() == 1

@@ -78,7 +78,7 @@ def extract_interval(client: FeedClient, request: ExtractRequest, progress: Prog
         interval_start=isoformat(request.start),
         interval_end=isoformat(request.end),
         window_start=isoformat(request.window_start),
-        base_url=client.config.base_url,
+        base_url=redact(client.config.base_url),
     )
     run = _Run(client, request, manifest, progress)
     try:
@@ -98,8 +98,12 @@ def extract_interval(client: FeedClient, request: ExtractRequest, progress: Prog
     write_text_atomically(path, manifest.to_json())
     log.info(
         "dataset %s: landed %d pages (%d new), %d entries, %d tombstones; manifest %s",
-        ds.key, len(manifest.pages), sum(p.newly_landed for p in manifest.pages),
-        manifest.entries, manifest.tombstones, path,
+        ds.key,
+        len(manifest.pages),
+        sum(p.newly_landed for p in manifest.pages),
+        manifest.entries,
+        manifest.tombstones,
+        path,
     )
     return manifest
 
@@ -125,8 +129,9 @@ class _Run:
         while url is not None:
             if url in seen:
                 raise FeedError(
-                    ds.key, redact(url),
-                    f"rel=\"next\" loops back to a page already visited in this run "
+                    ds.key,
+                    redact(url),
+                    f'rel="next" loops back to a page already visited in this run '
                     f"(after {len(seen)} pages); the feed chain is broken upstream",
                 )
             if len(seen) >= req.max_pages:
@@ -185,7 +190,8 @@ class _Run:
                 url = f"{archive_url}#{member.filename}"
                 if member.file_size > self.client.config.max_page_bytes:
                     raise PageTooLargeError(
-                        ds.key, redact(url),
+                        ds.key,
+                        redact(url),
                         f"archive member is {member.file_size:,} bytes, over max_page_bytes; not landed",
                     )
                 tmp = self.incoming / f"member-{uuid.uuid4().hex}.atom"
@@ -279,6 +285,7 @@ def _members_for_window(members: list[zipfile.ZipInfo], lo: datetime, hi: dateti
     stamped before `lo` are skipped, and after `hi` only the first one is kept. Members without a
     stamp in their name are always kept (scanned and decided on content).
     """
+
     def stamp(m: zipfile.ZipInfo) -> datetime | None:
         match = _MEMBER_STAMP.search(m.filename)
         if not match:

@@ -1,9 +1,9 @@
 """Where things live in the lake. One place, so paths never drift between stages.
 
-    <lake>/bronze/<dataset>/pages/<page stem>.<sha256[:16]>.atom   landed pages (immutable)
-    <lake>/bronze/<dataset>/manifests/<start>__<end>.json          one manifest per interval
-    <lake>/bronze/<dataset>/_incoming/                             temp files, same filesystem
-    <lake>/silver/<table>                                          Delta tables
+<lake>/bronze/<dataset>/pages/<page stem>.<sha256[:16]>.atom   landed pages (immutable)
+<lake>/bronze/<dataset>/manifests/<start>__<end>.json          one manifest per interval
+<lake>/bronze/<dataset>/_incoming/                             temp files, same filesystem
+<lake>/silver/<table>                                          Delta tables
 """
 
 from __future__ import annotations

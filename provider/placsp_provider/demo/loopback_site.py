@@ -8,7 +8,7 @@ real sockets: no mocked `requests`.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -36,7 +36,8 @@ Route = Body | Reply | Handler
 class LoopbackSite:
     """Serve `routes` (path -> bytes, file, Reply or callable) until `close()`; counts hits."""
 
-    def __init__(self, routes: dict[str, Route] | None = None) -> None:
+    def __init__(self, routes: Mapping[str, Route] | None = None, *, tls: tuple[Path, Path] | None = None) -> None:
+        """`tls=(certfile, keyfile)` serves HTTPS (tests of certificate verification)."""
         self.routes: dict[str, Route] = dict(routes or {})
         self.hits: dict[str, int] = {}
         site = self
@@ -44,7 +45,7 @@ class LoopbackSite:
         class _Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
 
-            def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
+            def do_GET(self) -> None:
                 path = urlsplit(self.path).path
                 site.hits[path] = site.hits.get(path, 0) + 1
                 route = site.routes.get(path)
@@ -62,18 +63,25 @@ class LoopbackSite:
                 return
 
         self._server = _QuietServer(("127.0.0.1", 0), _Handler)
+        self.scheme = "http"
+        if tls is not None:
+            import ssl
+
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            context.load_cert_chain(str(tls[0]), str(tls[1]))
+            self._server.socket = context.wrap_socket(self._server.socket, server_side=True)
+            self.scheme = "https"
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
         self._thread.start()
 
     @property
     def base_url(self) -> str:
-        host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}/sindicacion"
+        return self.url("/sindicacion")
 
     def url(self, path: str) -> str:
         host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}{path}"
+        return f"{self.scheme}://{host!s}:{port}{path}"
 
     def close(self) -> None:
         self._server.shutdown()

@@ -42,11 +42,10 @@ def demo_routes(samples: Path | None = None) -> dict[str, bytes]:
         _path(lic, lic.head_file): (lic_dir / "resolvedWithLotsAllAwarded" / "version7.atom").read_bytes(),
         _path(lic, lic.archive_name(2025)): _zip(
             {
-                "version11.atom": (
-                    lic_dir / "resolvedWithNoLots" / "version11.atom"
-                ).read_bytes(),
+                "version11.atom": (lic_dir / "resolvedWithNoLots" / "version11.atom").read_bytes(),
                 "contrataciondelestadoes_sindicacion_licitacionesPerfilContratante_17540944.atom": (
-                    lic_dir / "fragment_not_wellformed"
+                    lic_dir
+                    / "fragment_not_wellformed"
                     / "contrataciondelestadoes_sindicacion_licitacionesPerfilContratante_17540944.atom"
                 ).read_bytes(),
             }
@@ -54,7 +53,9 @@ def demo_routes(samples: Path | None = None) -> dict[str, bytes]:
         # 1044: the head is the newest real page we have; archives are the real (cut) ones.
         _path(agr, agr.head_file): newest_1044,
         _path(agr, agr.archive_name(2022)): agr_zip_2022.read_bytes(),
-        _path(agr, agr.archive_name(2019)): (s / "1044_agregadas" / "PlataformasAgregadasSinMenores_2019.zip").read_bytes(),
+        _path(agr, agr.archive_name(2019)): (
+            s / "1044_agregadas" / "PlataformasAgregadasSinMenores_2019.zip"
+        ).read_bytes(),
         # 1143: a real head page.
         _path(men, men.head_file): (s / "1143_menores" / "contratosMenoresPerfilesContratantes.atom").read_bytes(),
     }

@@ -133,7 +133,7 @@ class FeedClient:
         while True:
             try:
                 result = self._download_once(url, dest, limit, what)
-            except _Transient as err:
+            except _TransientError as err:
                 self._consecutive_failures += 1
                 if attempt >= self.config.max_retries:
                     raise FeedError(
@@ -149,7 +149,12 @@ class FeedClient:
                 delay = self._backoff(attempt, err.retry_after)
                 log.warning(
                     "dataset %s: %s: %s; retry %d of %d in %.1f s",
-                    self.dataset, redact(url), err.reason, attempt + 1, self.config.max_retries, delay,
+                    self.dataset,
+                    redact(url),
+                    err.reason,
+                    attempt + 1,
+                    self.config.max_retries,
+                    delay,
                 )
                 self._sleep(delay)
                 attempt += 1
@@ -168,7 +173,8 @@ class FeedClient:
             declared = response.headers.get("Content-Length")
             if declared is not None and declared.isdigit() and int(declared) > limit:
                 raise PageTooLargeError(
-                    self.dataset, redact(url),
+                    self.dataset,
+                    redact(url),
                     f"{what} is {int(declared):,} bytes, over the limit of {limit:,} bytes "
                     "(raise max_page_bytes / max_archive_bytes in the connection extras); not landed",
                 )
@@ -181,7 +187,8 @@ class FeedClient:
                         size += len(chunk)
                         if size > limit:
                             raise PageTooLargeError(
-                                self.dataset, redact(url),
+                                self.dataset,
+                                redact(url),
                                 f"{what} exceeded the limit of {limit:,} bytes while streaming; not landed",
                             )
                         digest.update(chunk)
@@ -189,18 +196,18 @@ class FeedClient:
             except (requests.exceptions.ChunkedEncodingError, requests.exceptions.ConnectionError) as err:
                 dest.unlink(missing_ok=True)
                 expected = f" of {declared} announced" if declared else ""
-                raise _Transient(f"download cut short after {size:,} bytes{expected}") from err
+                raise _TransientError(f"download cut short after {size:,} bytes{expected}") from err
             except requests.exceptions.Timeout as err:
                 dest.unlink(missing_ok=True)
-                raise _Transient(f"read timed out after {size:,} bytes") from err
+                raise _TransientError(f"read timed out after {size:,} bytes") from err
             except PageTooLargeError:
                 dest.unlink(missing_ok=True)
                 raise
             if declared is not None and declared.isdigit() and size != int(declared):
                 dest.unlink(missing_ok=True)
-                raise _Transient(f"download cut short: {size:,} of {int(declared):,} bytes")
+                raise _TransientError(f"download cut short: {size:,} of {int(declared):,} bytes")
             if size == 0:
-                raise _Transient("empty response body (0 bytes)")
+                raise _TransientError("empty response body (0 bytes)")
             if what == "page":
                 self._refuse_html(url, dest, ctype)
             return Download(url, response.url, dest, size, digest.hexdigest(), ctype)
@@ -214,26 +221,35 @@ class FeedClient:
                     stream=True,
                     allow_redirects=False,
                     timeout=(self.config.connect_timeout, self.config.read_timeout),
+                    # Per request: requests lets REQUESTS_CA_BUNDLE override a session-level
+                    # `verify`, which would silently drop the configured FNMT bundle.
+                    verify=self.config.verify,
                 )
             except requests.exceptions.SSLError as err:
                 raise FeedError(
-                    self.dataset, redact(current),
+                    self.dataset,
+                    redact(current),
                     f"TLS verification failed ({_first_line(err)}); the site chains to the FNMT root "
                     "CA, which some bundles lack: set ca_bundle in the connection extras",
                 ) from err
             except requests.exceptions.Timeout as err:
-                raise _Transient(f"timed out ({_first_line(err)})") from err
+                raise _TransientError(f"timed out ({_first_line(err)})") from err
             except requests.exceptions.ConnectionError as err:
-                raise _Transient(f"connection failed ({_first_line(err)})") from err
+                raise _TransientError(f"connection failed ({_first_line(err)})") from err
             status = response.status_code
             if status in _REDIRECT_STATUS:
                 location = response.headers.get("Location", "")
                 response.close()
                 target = urljoin(current, location)
                 host = urlsplit(target).hostname or ""
+                if urlsplit(current).scheme == "https" and urlsplit(target).scheme != "https":
+                    raise FeedError(
+                        self.dataset, redact(url), f"redirected ({status}) from https to {redact(target)}, refused"
+                    )
                 if host not in self.config.trusted_hosts:
                     raise FeedError(
-                        self.dataset, redact(url),
+                        self.dataset,
+                        redact(url),
                         f"redirected ({status}) to another host {host!r}, refused; trusted hosts: "
                         f"{', '.join(sorted(self.config.trusted_hosts))} (add it to allowed_hosts if legitimate)",
                     )
@@ -244,8 +260,12 @@ class FeedClient:
             response.close()
             reason = f"HTTP {status} {response.reason or ''}".strip()
             if status in _RETRY_STATUS:
-                raise _Transient(reason, retry_after=_retry_after(response.headers.get("Retry-After")))
-            hint = " (check base_url in the placsp connection)" if status == 404 else ""
+                raise _TransientError(reason, retry_after=_retry_after(response.headers.get("Retry-After")))
+            hint = (
+                " (check base_url in the placsp connection, or whether the site still publishes this file)"
+                if status == 404
+                else ""
+            )
             raise FeedError(self.dataset, redact(current), f"answered {reason}{hint}")
         raise FeedError(self.dataset, redact(url), f"more than {self.config.max_redirects} redirects")
 
@@ -262,7 +282,7 @@ class FeedClient:
                 title = head[i + 7 : j if j > 0 else i + 87].decode("utf-8", "replace").strip()
             dest.unlink(missing_ok=True)
             # Maintenance pages come and go: worth a retry before failing.
-            raise _Transient(
+            raise _TransientError(
                 f"served an HTML page instead of an Atom feed (title: {title!r}, Content-Type: {ctype!r})"
             )
 
@@ -273,7 +293,7 @@ class FeedClient:
         return min(delay * (0.5 + random.random() / 2), self.config.backoff_max)
 
 
-class _Transient(Exception):
+class _TransientError(Exception):
     def __init__(self, reason: str, retry_after: float | None = None) -> None:
         super().__init__(reason)
         self.reason = reason

@@ -26,9 +26,7 @@ def isoformat(value: datetime) -> str:
 # RFC 3339 section 5.6 (date-time). `datetime.fromisoformat` alone also accepts ISO 8601 forms that
 # RFC 3339 forbids (basic format `20220103T030013+0100`, week dates, `,` fractions, hour-only times),
 # so validation checks the shape first. A space instead of `T` is allowed by RFC 3339's note.
-_RFC3339 = re.compile(
-    r"\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:[Zz]|[+-]\d{2}:\d{2})"
-)
+_RFC3339 = re.compile(r"\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:[Zz]|[+-]\d{2}:\d{2})")
 
 
 def parse_rfc3339_strict(text: str) -> datetime:

@@ -64,7 +64,8 @@ class PlacspExtractOperator(BaseOperator):
         from placsp_provider.hooks.placsp import PlacspHook
 
         ds = get_dataset(self.dataset)
-        start, end = context.get("data_interval_start"), context.get("data_interval_end")
+        start: datetime | None = context.get("data_interval_start")
+        end: datetime | None = context.get("data_interval_end")
         if self.since and self.until:
             start, end = _aware(self.since), _aware(self.until)
         if start is None or end is None:
@@ -93,7 +94,9 @@ class PlacspExtractOperator(BaseOperator):
         if summary["not_well_formed"]:
             self.log.warning(
                 "dataset %s: %d page(s) are not well-formed; landed for quarantine: %s",
-                ds.key, summary["not_well_formed"], ", ".join(summary["not_well_formed_files"]),
+                ds.key,
+                summary["not_well_formed"],
+                ", ".join(summary["not_well_formed_files"]),
             )
         return summary
 

@@ -81,9 +81,10 @@ class PlacspSilverOperator(SparkSubmitOperator):
         self.application_args = args
         self.conf = {**DELTA_CONF, **(self.conf or {})}
         self.jars = ",".join([*(str(p) for p in jar_paths()), *([self.jars] if self.jars else [])])
-        env = spark_env()
-        # spark-submit of the pip-installed Spark, found on the interpreter's own bin folder.
-        env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+        # Only what spark-submit needs: the hook turns env vars into --conf flags that it logs,
+        # so the task's whole environment (connection URIs, tokens) must never be passed.
+        env = {k: v for k, v in spark_env().items() if k in ("SPARK_HOME", "PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON")}
+        env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
         self.env_vars = {**env, **(self.env_vars or {})}
         with tempfile.TemporaryDirectory(prefix="placsp-pyfiles-") as tmp:
             self.py_files = _package_zip(Path(tmp))
@@ -107,9 +108,10 @@ def _manifest_pages(path: Path) -> int:
 
 
 def _nothing_to_do(dataset: str, run_id: str) -> dict[str, Any]:
-    from placsp_provider.spark.silver_job import empty_summary
+    from placsp_provider import settings
+    from placsp_provider.spark.silver_job import empty_summary, finish
 
-    return empty_summary(dataset, run_id, 0, 0)
+    return finish(empty_summary(dataset, run_id, 0, 0), settings.lake_path())
 
 
 def _connection_exists(conn_id: str) -> bool:

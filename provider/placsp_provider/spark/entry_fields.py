@@ -294,9 +294,7 @@ def extract_entry(entry: Element, *, dataset: Dataset, source_file: str, problem
         for position, result in enumerate(tender_results)
         for result_row in _result_rows(result, position, values)
     ]
-    documents = [
-        {**common, **document, "_source_file": source_file} for document in _documents(folder.element)
-    ]
+    documents = [{**common, **document, "_source_file": source_file} for document in _documents(folder.element)]
     row["lot_count"] = len(lots)
     row["result_count"] = len(tender_results)
     row["document_count"] = len(documents)
@@ -373,9 +371,7 @@ def _budget(project: _Kids, values: _Values, label: str) -> Row:
         budget.first(CBC["EstimatedOverallContractAmount"]), f"{label}estimated_overall_amount"
     )
     total, cur2 = values.amount(budget.first(CBC["TotalAmount"]), f"{label}total_amount")
-    tax_exclusive, cur3 = values.amount(
-        budget.first(CBC["TaxExclusiveAmount"]), f"{label}tax_exclusive_amount"
-    )
+    tax_exclusive, cur3 = values.amount(budget.first(CBC["TaxExclusiveAmount"]), f"{label}tax_exclusive_amount")
     return {
         "estimated_overall_amount": estimated,
         "total_amount": total,
@@ -624,9 +620,7 @@ def extract_tombstone(tombstone: Element, *, dataset: Dataset, source_file: str,
     folder_number = validation.check_entry_id(ref, dataset, problems, what="ref")
     deleted_at: datetime | None = validation.check_timestamp(tombstone.get("when"), problems, what="when")
     comment = _Kids(tombstone).first(_COMMENT)
-    deletion_type = validation.check_deletion_type(
-        comment.get("type") if comment is not None else None, problems
-    )
+    deletion_type = validation.check_deletion_type(comment.get("type") if comment is not None else None, problems)
     return {
         "dataset": dataset.key,
         "entry_id": ref,

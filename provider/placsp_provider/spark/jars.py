@@ -66,8 +66,16 @@ def fetch(directory: Path | None = None) -> list[Path]:
         noop.write_text("")
         spark_submit = shutil.which("spark-submit", path=str(Path(sys.executable).parent)) or "spark-submit"
         cmd = [
-            spark_submit, "--master", "local[1]", "--packages", coords,
-            "--conf", f"spark.jars.ivy={ivy}", "--conf", "spark.ui.enabled=false", str(noop),
+            spark_submit,
+            "--master",
+            "local[1]",
+            "--packages",
+            coords,
+            "--conf",
+            f"spark.jars.ivy={ivy}",
+            "--conf",
+            "spark.ui.enabled=false",
+            str(noop),
         ]
         result = subprocess.run(cmd, capture_output=True, text=True, env=spark_env())
     if result.returncode != 0:

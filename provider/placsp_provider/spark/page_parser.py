@@ -196,9 +196,7 @@ def parse_record(
     if kind not in _EXPECTED_TAG:
         raise ValueError(f"record kind must be 'entry' or 'tombstone' to re-parse, not {kind!r}")
     data = raw.encode("utf-8") if isinstance(raw, str) else raw
-    context_text = (
-        namespace_context.decode("utf-8") if isinstance(namespace_context, bytes) else namespace_context
-    )
+    context_text = namespace_context.decode("utf-8") if isinstance(namespace_context, bytes) else namespace_context
     # A record still missing its end tag must be reported as such again, not as a generic syntax error.
     spans = page_split.scan_page(data).records
     closed = spans[0].closed if len(spans) == 1 else True
@@ -219,9 +217,7 @@ def parse_record(
     return out.result(int(kind == ENTRY), int(kind == TOMBSTONE))
 
 
-def parse_dead_letter(
-    dead_letter: Row, *, dataset: Dataset, raw_record: bytes | str | None = None
-) -> PageParseResult:
+def parse_dead_letter(dead_letter: Row, *, dataset: Dataset, raw_record: bytes | str | None = None) -> PageParseResult:
     """Replay helper: re-parse a dead letter as stored (or with a corrected `raw_record`)."""
     return parse_record(
         dead_letter["raw_record"] if raw_record is None else raw_record,
@@ -238,9 +234,7 @@ def parse_dead_letter(
 
 
 def _parse_one(context: _RecordContext, parser: etree.XMLParser, out: _Collector) -> None:
-    wrapped, head_length = page_split.wrap_record(
-        context.raw, context.namespace_context, context.xml_declaration
-    )
+    wrapped, head_length = page_split.wrap_record(context.raw, context.namespace_context, context.xml_declaration)
     try:
         wrapper = etree.fromstring(wrapped, parser=parser)
     except etree.XMLSyntaxError as err:
@@ -265,9 +259,7 @@ def _parse_one(context: _RecordContext, parser: etree.XMLParser, out: _Collector
         )
 
 
-def _single_record_element(
-    context: _RecordContext, wrapper: etree._Element, out: _Collector
-) -> etree._Element | None:
+def _single_record_element(context: _RecordContext, wrapper: etree._Element, out: _Collector) -> etree._Element | None:
     """The record's element, checked to be exactly one element of the expected Atom/tombstone tag."""
     elements = [child for child in wrapper if isinstance(child.tag, str)]
     expected = _EXPECTED_TAG[context.kind]
@@ -292,9 +284,7 @@ def _single_record_element(
 
 def _route(context: _RecordContext, element: etree._Element, problems: Problems, out: _Collector) -> None:
     if context.kind == TOMBSTONE:
-        row = extract_tombstone(
-            element, dataset=context.dataset, source_file=context.source_file, problems=problems
-        )
+        row = extract_tombstone(element, dataset=context.dataset, source_file=context.source_file, problems=problems)
         if problems:
             out.dead_letters.append(_validation_dead_letter(context, problems, row["entry_id"]))
         else:
@@ -375,9 +365,7 @@ def _position_note(context: _RecordContext, err: etree.XMLSyntaxError, head_leng
     if context.page is not None:
         page_line = page_split.line_of(context.page, context.offset) + line - 1
         page_column = (
-            page_split.column_of(context.page, context.offset) - 1 + record_column
-            if line == 1
-            else record_column
+            page_split.column_of(context.page, context.offset) - 1 + record_column if line == 1 else record_column
         )
         note += f"; page line {page_line}, column {max(page_column, 1)}"
     return note + "; lxml's own line numbers count from the record's first line]"
@@ -387,9 +375,7 @@ def _validation_dead_letter(context: _RecordContext, problems: Problems, entry_i
     return _dead_letter(context, STAGE_VALIDATION, problems.error_type, problems.describe(), entry_id)
 
 
-def _dead_letter(
-    context: _RecordContext, stage: str, error_type: str, reason: str, entry_id: str | None
-) -> Row:
+def _dead_letter(context: _RecordContext, stage: str, error_type: str, reason: str, entry_id: str | None) -> Row:
     what = "entry" if context.kind == ENTRY else "tombstone"
     where = f"byte offset {context.offset}"
     if context.page is not None:

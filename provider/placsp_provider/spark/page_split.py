@@ -105,10 +105,7 @@ def _declarations(data: bytes, name_end: int) -> dict[bytes, bytes]:
     """The xmlns declarations of the start tag whose name ends at `name_end` (prefix b'' = default)."""
     rest = _START_TAG_REST.match(data, name_end)
     tag = data[name_end : rest.end()] if rest else data[name_end : data.find(b">", name_end) + 1]
-    return {
-        (m.group(1) or b""): (m.group(2) if m.group(2) is not None else m.group(3))
-        for m in _XMLNS.finditer(tag)
-    }
+    return {(m.group(1) or b""): (m.group(2) if m.group(2) is not None else m.group(3)) for m in _XMLNS.finditer(tag)}
 
 
 def _format_context(bindings: dict[bytes, bytes]) -> str:
@@ -120,9 +117,7 @@ def _format_context(bindings: dict[bytes, bytes]) -> str:
     return " ".join(parts)
 
 
-def _is_record_tag(
-    data: bytes, match: re.Match[bytes], bindings: dict[bytes, bytes]
-) -> tuple[str, int | None] | None:
+def _is_record_tag(data: bytes, match: re.Match[bytes], bindings: dict[bytes, bytes]) -> tuple[str, int | None] | None:
     """(kind, end of a self-closing start tag or None) when this tag opens a record, else None.
 
     Matching is on namespace URIs: the tag's prefix must be bound to the Atom (entries) or tombstone

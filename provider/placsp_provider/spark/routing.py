@@ -9,9 +9,9 @@ only the struct of its own kind filled. The driver then selects `<kind>.*` for e
 from __future__ import annotations
 
 import hashlib
-from urllib.parse import unquote, urlsplit
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote, urlsplit
 
 import pyarrow as pa
 
@@ -79,7 +79,12 @@ def route_page(data: bytes, *, dataset: Dataset, source_file: str) -> list[pa.Re
             continue
         if table == "dead_letters":
             rows = [
-                {**r, "dead_letter_id": dead_letter_id(r["dataset"], r["stage"], r["source_file"], r["record_offset"], r["raw_record"])}
+                {
+                    **r,
+                    "dead_letter_id": dead_letter_id(
+                        r["dataset"], r["stage"], r["source_file"], r["record_offset"], r["raw_record"]
+                    ),
+                }
                 for r in rows
             ]
             batch = pa.RecordBatch.from_pylist(rows, schema=dead_letter_arrow_schema())
@@ -88,7 +93,13 @@ def route_page(data: bytes, *, dataset: Dataset, source_file: str) -> list[pa.Re
         out.append(_widen(table, batch, source_file))
     page_level = sum(1 for d in result.dead_letters if d["record_kind"] == "page")
     stats = pa.RecordBatch.from_pylist(
-        [{"entries_seen": result.entries_seen, "tombstones_seen": result.tombstones_seen, "page_dead_letters": page_level}],
+        [
+            {
+                "entries_seen": result.entries_seen,
+                "tombstones_seen": result.tombstones_seen,
+                "page_dead_letters": page_level,
+            }
+        ],
         schema=FILE_STATS,
     )
     out.append(_widen("file_stats", stats, source_file))
@@ -113,7 +124,7 @@ def lake_relative(spark_path: str, lake: str) -> str:
     parts = urlsplit(spark_path)
     path = unquote(parts.path) if parts.scheme in ("file", "") else spark_path
     root = lake.rstrip("/") + "/"
-    return path[len(root):] if path.startswith(root) else path
+    return path[len(root) :] if path.startswith(root) else path
 
 
 def make_router(dataset: Dataset, lake: str) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:

@@ -48,10 +48,10 @@ def get_session(app_name: str = "placsp", extra: dict[str, str] | None = None) -
             os.environ.setdefault(key, value)
     builder = SparkSession.builder.appName(app_name)
     conf = {**DELTA_CONF}
-    from pyspark import SparkConf
-
-    submitted = SparkConf()  # what spark-submit passed, if anything
-    if not submitted.contains("spark.master"):
+    # Under spark-submit the JVM is already up with master, jars and the operator's conf, and
+    # Python is told where to find it: then only our Delta settings are (re)applied.
+    submitted = "PYSPARK_GATEWAY_PORT" in os.environ
+    if not submitted:
         conf.update(local_conf())
     conf.update(extra or {})
     for key, value in conf.items():

@@ -74,7 +74,8 @@ class FileTally:
         if whole:
             return f"page-level parse failure ({', '.join(whole)})"
         if (self.valid_entries + self.dead_entries, self.valid_tombstones + self.dead_tombstones) != (
-            self.page.entries, self.page.tombstones,
+            self.page.entries,
+            self.page.tombstones,
         ):
             return (
                 f"the extraction manifest counted {self.page.entries} entries and {self.page.tombstones} "
@@ -87,7 +88,9 @@ class FileTally:
 
 def pages_to_ingest(spark: SparkSession, request: IngestRequest) -> tuple[list[LandedPage], int]:
     """Pages named by the manifests, once each, minus those already reconciled (unless reprocess)."""
-    manifests = request.manifests or tuple(sorted((bronze_dir(request.lake, request.dataset.key) / "manifests").glob("*.json")))
+    manifests = request.manifests or tuple(
+        sorted((bronze_dir(request.lake, request.dataset.key) / "manifests").glob("*.json"))
+    )
     pages: dict[str, LandedPage] = {}
     for path in manifests:
         for page in Manifest.load(path).pages:
@@ -98,8 +101,11 @@ def pages_to_ingest(spark: SparkSession, request: IngestRequest) -> tuple[list[L
         return list(pages.values()), 0
     done = {
         r[0]
-        for r in spark.read.format("delta").load(str(table_path(request.lake, "reconciliation")))
-        .where(f"dataset = '{request.dataset.key}'").select("source_file").collect()
+        for r in spark.read.format("delta")
+        .load(str(table_path(request.lake, "reconciliation")))
+        .where(f"dataset = '{request.dataset.key}'")
+        .select("source_file")
+        .collect()
     }
     todo = [p for f, p in pages.items() if f not in done]
     return todo, len(pages) - len(todo)
@@ -110,7 +116,7 @@ def run_ingest(spark: SparkSession, request: IngestRequest) -> dict[str, Any]:
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
-    from placsp_provider.spark.silver_merge import insert_only, merge_silver
+    from placsp_provider.spark.silver_merge import insert_only, merge_silver, record_reconciliation
 
     ds, lake = request.dataset, request.lake.resolve()
     started = datetime.now(UTC).replace(microsecond=0)
@@ -119,7 +125,7 @@ def run_ingest(spark: SparkSession, request: IngestRequest) -> dict[str, Any]:
     log.info("dataset %s: %d Bronze file(s) to ingest, %d already ingested", ds.key, len(pages), skipped)
     summary = empty_summary(ds.key, request.run_id, len(pages), skipped)
     if not pages:
-        return _finish(summary, lake)
+        return finish(summary, lake)
 
     raw = spark.read.format("binaryFile").load([str(lake / p.file) for p in pages]).select("path", "content")
     routed = raw.mapInArrow(make_router(ds, str(lake)), routed_spark_schema()).persist(StorageLevel.MEMORY_AND_DISK)
@@ -128,13 +134,17 @@ def run_ingest(spark: SparkSession, request: IngestRequest) -> dict[str, Any]:
     quarantined = {f: t.quarantine_reason() for f, t in tallies.items() if t.quarantine_reason()}
     keep = routed.where(~F.col("source_file").isin(list(quarantined))) if quarantined else routed
 
-    rows = {t: keep.where(F.col("kind") == t).select(f"{t}.*") for t in ("entries", "lots", "documents", "results", "tombstones")}
+    rows = {
+        t: keep.where(F.col("kind") == t).select(f"{t}.*")
+        for t in ("entries", "lots", "documents", "results", "tombstones")
+    }
     merge_metrics = merge_silver(spark, lake, ds.key, rows, request.run_id, started)
 
     dead = keep.where(F.col("kind") == "dead_letters").select("dead_letters.*")
     # A file quarantined by a page-level parse failure keeps that dead letter: it is the record of it.
     page_level = routed.where(
-        (F.col("kind") == "dead_letters") & F.col("source_file").isin(list(quarantined))
+        (F.col("kind") == "dead_letters")
+        & F.col("source_file").isin(list(quarantined))
         & F.col("dead_letters.error_type").isin(list(_WHOLE_FILE_PARSE_ERRORS))
     ).select("dead_letters.*")
     reconciliation_letters = _reconciliation_dead_letters(spark, ds.key, tallies, quarantined)
@@ -150,16 +160,15 @@ def run_ingest(spark: SparkSession, request: IngestRequest) -> dict[str, Any]:
     }
     all_dead = all_dead.withColumns(lifecycle).persist(StorageLevel.MEMORY_AND_DISK)
     merge_metrics["dead_letters"] = insert_only(spark, lake, "dead_letters", ds.key, all_dead, ("dead_letter_id",))
-    insert_only(
-        spark, lake, "reconciliation", ds.key,
-        _reconciliation_rows(spark, ds.key, request.run_id, tallies, quarantined, started), ("source_file",),
+    record_reconciliation(
+        spark, lake, ds.key, _reconciliation_rows(spark, ds.key, request.run_id, tallies, quarantined, started)
     )
 
     counts = all_dead.groupBy("stage", "error_type").count().collect()
     routed.unpersist()
     all_dead.unpersist()
     _fill_summary(summary, tallies, quarantined, counts, merge_metrics)
-    return _finish(summary, lake)
+    return finish(summary, lake)
 
 
 def _tally(routed: DataFrame, pages: list[LandedPage], lake: Path) -> dict[str, FileTally]:
@@ -167,9 +176,14 @@ def _tally(routed: DataFrame, pages: list[LandedPage], lake: Path) -> dict[str, 
 
     tallies = {p.file: FileTally(p) for p in pages}
     by_file = (
-        routed.groupBy("source_file", "kind", F.col("dead_letters.record_kind").alias("record_kind"),
-                       F.col("dead_letters.error_type").alias("error_type"))
-        .count().collect()
+        routed.groupBy(
+            "source_file",
+            "kind",
+            F.col("dead_letters.record_kind").alias("record_kind"),
+            F.col("dead_letters.error_type").alias("error_type"),
+        )
+        .count()
+        .collect()
     )
     for row in by_file:
         source = row["source_file"]
@@ -194,7 +208,9 @@ def _tally(routed: DataFrame, pages: list[LandedPage], lake: Path) -> dict[str, 
     return tallies
 
 
-def _reconciliation_dead_letters(spark: SparkSession, dataset: str, tallies: dict[str, FileTally], quarantined: dict[str, str | None]) -> DataFrame:
+def _reconciliation_dead_letters(
+    spark: SparkSession, dataset: str, tallies: dict[str, FileTally], quarantined: dict[str, str | None]
+) -> DataFrame:
     rows = []
     for file, reason in quarantined.items():
         if reason and reason.startswith("page-level"):
@@ -204,12 +220,21 @@ def _reconciliation_dead_letters(spark: SparkSession, dataset: str, tallies: dic
             f"quarantined and none of its rows were written to Silver. Inspect the raw file, fix the "
             f"cause, then replay this dead letter (docs/runbook.md)."
         )
-        rows.append({
-            "dataset": dataset, "source_file": file, "stage": STAGE_RECONCILIATION, "error_type": "count_mismatch",
-            "error_message": message, "raw_record": "", "namespace_context": "", "record_kind": "file",
-            "entry_id": None, "record_offset": 0,
-            "dead_letter_id": dead_letter_id(dataset, STAGE_RECONCILIATION, file, 0, tallies[file].page.sha256),
-        })
+        rows.append(
+            {
+                "dataset": dataset,
+                "source_file": file,
+                "stage": STAGE_RECONCILIATION,
+                "error_type": "count_mismatch",
+                "error_message": message,
+                "raw_record": "",
+                "namespace_context": "",
+                "record_kind": "file",
+                "entry_id": None,
+                "record_offset": 0,
+                "dead_letter_id": dead_letter_id(dataset, STAGE_RECONCILIATION, file, 0, tallies[file].page.sha256),
+            }
+        )
     from pyspark.sql.pandas.types import from_arrow_schema
 
     schema = from_arrow_schema(dead_letter_arrow_schema(), prefer_timestamp_ntz=False)
@@ -222,8 +247,20 @@ def _reconciliation_rows(spark, dataset, run_id, tallies, quarantined, started) 
     from placsp_provider.spark.tables import RECONCILIATION
 
     data = [
-        [dataset, f, t.page.sha256, run_id, t.page.entries, t.page.tombstones, t.valid_entries, t.valid_tombstones,
-         t.dead_entries + t.dead_tombstones, "quarantined" if f in quarantined else "reconciled", quarantined.get(f), started]
+        [
+            dataset,
+            f,
+            t.page.sha256,
+            run_id,
+            t.page.entries,
+            t.page.tombstones,
+            t.valid_entries,
+            t.valid_tombstones,
+            t.dead_entries + t.dead_tombstones,
+            "quarantined" if f in quarantined else "reconciled",
+            quarantined.get(f),
+            started,
+        ]
         for f, t in tallies.items()
     ]
     return spark.createDataFrame(data, from_arrow_schema(RECONCILIATION, prefer_timestamp_ntz=False))
@@ -260,12 +297,16 @@ def _fill_summary(summary, tallies, quarantined, counts, merge_metrics) -> None:
     summary["read"] = {"entries": read_e, "tombstones": read_t}
     summary["silver"] = {"entries": silver_e, "tombstones": silver_t}
     summary["dead_letters"] = {
-        "total": sum(by_stage.values()), "records": dead_records,
-        "by_stage": dict(by_stage), "by_error_type": dict(by_type.most_common()),
+        "total": sum(by_stage.values()),
+        "records": dead_records,
+        "by_stage": dict(by_stage),
+        "by_error_type": dict(by_type.most_common()),
     }
     summary["quarantined_files"] = [{"file": f, "reason": r} for f, r in sorted(quarantined.items())]
     summary["conservation"] = {
-        "read": read_e + read_t, "silver": silver_e + silver_t, "dead_letter_records": dead_records,
+        "read": read_e + read_t,
+        "silver": silver_e + silver_t,
+        "dead_letter_records": dead_records,
         "in_quarantined_files": in_quarantine,
         "balanced": read_e + read_t == silver_e + silver_t + dead_records + in_quarantine,
     }
@@ -277,7 +318,7 @@ def summary_path(lake: Path, dataset: str, run_id: str) -> Path:
     return lake / "runs" / dataset / f"{safe}.json"
 
 
-def _finish(summary: dict[str, Any], lake: Path) -> dict[str, Any]:
+def finish(summary: dict[str, Any], lake: Path) -> dict[str, Any]:
     path = summary_path(lake, summary["dataset"], summary["run_id"])
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(summary, indent=2, sort_keys=True, default=str))

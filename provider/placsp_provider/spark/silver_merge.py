@@ -59,7 +59,8 @@ def _conform(df: DataFrame, table: str) -> DataFrame:
 
 
 def winners(entries: DataFrame) -> DataFrame:
-    """Newest version per entry within the batch; ties broken deterministically (later file, then content)."""
+    """Newest version per entry within the batch; ties broken deterministically (by file name, where
+    dated pages sort by their timestamp, then by content)."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
@@ -81,19 +82,35 @@ def merge_silver(
     target = DeltaTable.forPath(spark, str(entries_path))
 
     best = winners(rows["entries"]).withColumns(stamp)
-    best = best.withColumn("deleted_at", F.lit(None).cast("timestamp")).withColumn("deletion_type", F.lit(None).cast("string"))
+    best = best.withColumn("deleted_at", F.lit(None).cast("timestamp")).withColumn(
+        "deletion_type", F.lit(None).cast("string")
+    )
     # Which batch versions are at least as new as what Silver holds: their children are the truth.
-    current = target.toDF().where(F.col("dataset") == dataset).select("entry_id", F.col("updated").alias("_held"))
+    # Equal `updated` counts only when it is the same file again (a rerun, or recovery from a run
+    # that died between MERGEs): a different version with the same `updated` loses everywhere,
+    # as it does in `entries`, so Silver never mixes two versions of one entry.
+    current = (
+        target.toDF()
+        .where(F.col("dataset") == dataset)
+        .select("entry_id", F.col("updated").alias("_held"), F.col("_source_file").alias("_held_file"))
+    )
     eligible = (
         best.join(current, "entry_id", "left")
-        .where(F.col("_held").isNull() | (F.col("_held") <= F.col("updated")))
+        .where(
+            F.col("_held").isNull()
+            | (F.col("_held") < F.col("updated"))
+            | ((F.col("_held") == F.col("updated")) & (F.col("_held_file") == F.col("_source_file")))
+        )
         .select("dataset", "entry_id", "updated", "_source_file")
         .localCheckpoint()
     )
     metrics["entries"] = _execute(
-        spark, entries_path,
-        target.alias("t").merge(_conform(best, "entries").alias("s"), _on(BUSINESS_KEYS["entries"], dataset))
-        .whenMatchedUpdateAll(condition="s.updated > t.updated").whenNotMatchedInsertAll(),
+        spark,
+        entries_path,
+        target.alias("t")
+        .merge(_conform(best, "entries").alias("s"), _on(BUSINESS_KEYS["entries"], dataset))
+        .whenMatchedUpdateAll(condition="s.updated > t.updated")
+        .whenNotMatchedInsertAll(),
     )
 
     for table in CHILD_TABLES:
@@ -104,19 +121,26 @@ def merge_silver(
             "entry_id", F.col("updated").alias("_winner_updated"), F.col("_source_file").alias("_winner_file")
         )
         fresh = (
-            rows[table].join(e, "entry_id")
-            .where((F.col("entry_updated") == F.col("_winner_updated")) & (F.col("_source_file") == F.col("_winner_file")))
+            rows[table]
+            .join(e, "entry_id")
+            .where(
+                (F.col("entry_updated") == F.col("_winner_updated")) & (F.col("_source_file") == F.col("_winner_file"))
+            )
             .drop("_winner_updated", "_winner_file")
             .dropDuplicates(list(keys))
             .withColumns(stamp)
         )
         deleted = _execute(
-            spark, path,
-            child.alias("t").merge(eligible.alias("s"), f"t.dataset = '{dataset}' AND t.entry_id = s.entry_id")
+            spark,
+            path,
+            child.alias("t")
+            .merge(eligible.alias("s"), f"t.dataset = '{dataset}' AND t.entry_id = s.entry_id")
             .whenMatchedDelete(condition="t.entry_updated < s.updated"),
         ).get("deleted", 0)
         inserted = _execute(
-            spark, path, child.alias("t").merge(_conform(fresh, table).alias("s"), _on(keys, dataset)).whenNotMatchedInsertAll()
+            spark,
+            path,
+            child.alias("t").merge(_conform(fresh, table).alias("s"), _on(keys, dataset)).whenNotMatchedInsertAll(),
         )
         metrics[table] = {**inserted, "deleted": deleted}
 
@@ -124,7 +148,9 @@ def merge_silver(
     return metrics
 
 
-def _merge_tombstones(spark: SparkSession, lake: Path, dataset: str, batch: DataFrame, best: DataFrame, stamp: dict) -> dict[str, int]:
+def _merge_tombstones(
+    spark: SparkSession, lake: Path, dataset: str, batch: DataFrame, best: DataFrame, stamp: dict
+) -> dict[str, int]:
     from delta.tables import DeltaTable
     from pyspark.sql import functions as F
 
@@ -132,8 +158,10 @@ def _merge_tombstones(spark: SparkSession, lake: Path, dataset: str, batch: Data
     log = DeltaTable.forPath(spark, str(path))
     fresh = batch.dropDuplicates(list(BUSINESS_KEYS["tombstones"])).withColumns(stamp)
     counts = _execute(
-        spark, path,
-        log.alias("t").merge(_conform(fresh, "tombstones").alias("s"), _on(BUSINESS_KEYS["tombstones"], dataset))
+        spark,
+        path,
+        log.alias("t")
+        .merge(_conform(fresh, "tombstones").alias("s"), _on(BUSINESS_KEYS["tombstones"], dataset))
         .whenNotMatchedInsertAll(),
     )
 
@@ -141,14 +169,19 @@ def _merge_tombstones(spark: SparkSession, lake: Path, dataset: str, batch: Data
     # a tombstone may arrive before the version it deletes, or after.
     touched = batch.select("entry_id").union(best.select("entry_id")).distinct()
     latest = (
-        log.toDF().where(F.col("dataset") == dataset).join(touched, "entry_id")
+        log.toDF()
+        .where(F.col("dataset") == dataset)
+        .join(touched, "entry_id")
         .groupBy("dataset", "entry_id")
         .agg(F.max("deleted_at").alias("deleted_at"), F.max_by("deletion_type", "deleted_at").alias("deletion_type"))
     )
     entries = DeltaTable.forPath(spark, str(table_path(lake, "entries")))
     applied = _execute(
-        spark, table_path(lake, "entries"),
-        entries.alias("t").merge(latest.alias("s"), _on(("entry_id",), dataset)).whenMatchedUpdate(
+        spark,
+        table_path(lake, "entries"),
+        entries.alias("t")
+        .merge(latest.alias("s"), _on(("entry_id",), dataset))
+        .whenMatchedUpdate(
             condition="s.deleted_at >= t.updated AND (t.deleted_at IS NULL OR t.deleted_at <> s.deleted_at)",
             set={"deleted_at": "s.deleted_at", "deletion_type": "s.deletion_type"},
         ),
@@ -157,13 +190,34 @@ def _merge_tombstones(spark: SparkSession, lake: Path, dataset: str, batch: Data
     return counts
 
 
-def insert_only(spark: SparkSession, lake: Path, table: str, dataset: str, df: DataFrame, keys: tuple[str, ...]) -> dict[str, int]:
+def insert_only(
+    spark: SparkSession, lake: Path, table: str, dataset: str, df: DataFrame, keys: tuple[str, ...]
+) -> dict[str, int]:
     from delta.tables import DeltaTable
 
     path = table_path(lake, table)
     return _execute(
-        spark, path,
-        DeltaTable.forPath(spark, str(path)).alias("t").merge(
-            _conform(df, table).dropDuplicates(list(keys)).alias("s"), _on(keys, dataset)
-        ).whenNotMatchedInsertAll(),
+        spark,
+        path,
+        DeltaTable.forPath(spark, str(path))
+        .alias("t")
+        .merge(_conform(df, table).dropDuplicates(list(keys)).alias("s"), _on(keys, dataset))
+        .whenNotMatchedInsertAll(),
+    )
+
+
+def record_reconciliation(spark: SparkSession, lake: Path, dataset: str, df: DataFrame) -> dict[str, int]:
+    """One row per Bronze file, its latest outcome: a reprocessed file that now adds up turns from
+    quarantined to reconciled; an identical rerun changes nothing."""
+    from delta.tables import DeltaTable
+
+    path = table_path(lake, "reconciliation")
+    return _execute(
+        spark,
+        path,
+        DeltaTable.forPath(spark, str(path))
+        .alias("t")
+        .merge(_conform(df, "reconciliation").alias("s"), _on(("source_file",), dataset))
+        .whenMatchedUpdateAll(condition="t.status <> s.status")
+        .whenNotMatchedInsertAll(),
     )

@@ -37,9 +37,7 @@ UTC_TIMESTAMP = pa.timestamp("us", tz="UTC")
 STRINGS = pa.list_(pa.string())
 IDENTIFIERS = pa.list_(pa.struct([("scheme_name", pa.string()), ("id", pa.string())]))
 NOTICES = pa.list_(
-    pa.struct(
-        [("notice_type_code", pa.string()), ("publication_media", pa.string()), ("issue_date", pa.string())]
-    )
+    pa.struct([("notice_type_code", pa.string()), ("publication_media", pa.string()), ("issue_date", pa.string())])
 )
 
 
@@ -208,12 +206,12 @@ DEAD_LETTERS = pa.schema(
     [
         _required("dataset", pa.string()),
         _required("source_file", pa.string()),
-        _required("stage", pa.string()),  # parse | validation
+        _required("stage", pa.string()),  # parse | validation (the job adds reconciliation)
         _required("error_type", pa.string()),
         _required("error_message", pa.string()),
         _required("raw_record", pa.string()),  # UTF-8, undecodable bytes as \xNN
         _required("namespace_context", pa.string()),
-        _required("record_kind", pa.string()),  # entry | tombstone | page
+        _required("record_kind", pa.string()),  # entry | tombstone | page (the job adds file)
         _optional("entry_id"),
         _required("record_offset", pa.int64()),
     ]

@@ -48,9 +48,7 @@ _MAX_LISTED_PROBLEMS = 10
 _PLAIN = re.compile(r"[+-]?\d+", re.ASCII)
 _ONE_SEPARATOR = re.compile(r"[+-]?(?:\d+[.,]\d*|[.,]\d+)", re.ASCII)
 _GROUPED = re.compile(r"[+-]?\d{1,3}(?P<sep>[.,])\d{3}(?:(?P=sep)\d{3})*", re.ASCII)
-_GROUPED_WITH_DECIMALS = re.compile(
-    r"[+-]?\d{1,3}(?P<sep>[.,])\d{3}(?:(?P=sep)\d{3})*(?P<dec>[.,])\d+", re.ASCII
-)
+_GROUPED_WITH_DECIMALS = re.compile(r"[+-]?\d{1,3}(?P<sep>[.,])\d{3}(?:(?P=sep)\d{3})*(?P<dec>[.,])\d+", re.ASCII)
 _REPLACEMENT_CHAR = "\ufffd"
 _REPLACEMENT_BYTES = _REPLACEMENT_CHAR.encode("utf-8")
 _REPLACEMENT_REFERENCE = re.compile(rb"&#(?:[xX]0*[fF][fF][fF][dD]|0*65533);")
