@@ -1,4 +1,4 @@
-"""placsp_backfill: land the archives of past months or years of one dataset, from a form.
+"""placsp_backfill: land the archives of past months or years of one dataset, then ingest them into Silver.
 
 Trigger it by hand (Trigger DAG w/ config). Every dataset works, including the archive-only ones
 (1383 encargos, 1403 consultas). Reruns land nothing twice.
@@ -12,6 +12,7 @@ from airflow.sdk import DAG, Param, task
 
 from placsp_provider.datasets import DATASETS
 from placsp_provider.operators.extract import PlacspExtractOperator
+from placsp_provider.operators.silver import PlacspSilverOperator
 
 _MONTH = r"^(19|20)\d{2}-(0[1-9]|1[0-2])$"
 
@@ -53,4 +54,9 @@ with DAG(
         until="{{ ti.xcom_pull(task_ids='plan')['until'] }}",
         source="archives",
     )
-    window >> land
+    silver = PlacspSilverOperator(
+        task_id="silver",
+        dataset="{{ params.dataset }}",
+        manifest="{{ ti.xcom_pull(task_ids='land_archives')['manifest'] }}",
+    )
+    window >> land >> silver
