@@ -342,9 +342,7 @@ def _tables(raw: dict[str, Any]) -> list[Table]:
 
     def ratio(variant: str, key: str) -> float:
         a, b = first[variant], last[variant]
-        pick = (
-            (lambda p: p["trace"]["traced_peak_mb"]) if key == "heap" else (lambda p: p["run"]["peak_rss_mb"])
-        )
+        pick = (lambda p: p["trace"]["traced_peak_mb"]) if key == "heap" else (lambda p: p["run"]["peak_rss_mb"])
         return pick(b) / pick(a)
 
     grew = last["clean"]["mean_page_bytes"] / first["clean"]["mean_page_bytes"]
@@ -451,9 +449,7 @@ def _child_extract(p: dict[str, Any]) -> dict[str, Any]:
         "tombstones": manifest.tombstones,
         "not_well_formed": sum(not pg.well_formed for pg in manifest.pages),
     }
-    checks = {
-        k: f"{landed[k]:,} of {v:,}" + ("" if landed[k] == v else " MISMATCH") for k, v in p["expect"].items()
-    }
+    checks = {k: f"{landed[k]:,} of {v:,}" + ("" if landed[k] == v else " MISMATCH") for k, v in p["expect"].items()}
     return {
         "seconds": seconds,
         "cpu_s": cpu,

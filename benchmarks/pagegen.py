@@ -225,9 +225,7 @@ class CorpusSpec:
         if self.entry_pool is not None and self.entry_pool not in ENTRY_POOLS:
             raise ValueError(f"entry_pool must be one of {ENTRY_POOLS}, got {self.entry_pool!r}")
         if self.tombstone_style is not None and self.tombstone_style not in TOMBSTONE_STYLES:
-            raise ValueError(
-                f"tombstone_style must be one of {TOMBSTONE_STYLES}, got {self.tombstone_style!r}"
-            )
+            raise ValueError(f"tombstone_style must be one of {TOMBSTONE_STYLES}, got {self.tombstone_style!r}")
         if self.newest.tzinfo is None:
             raise ValueError("newest must be timezone-aware")
         if self.item_spacing < timedelta(seconds=1):
@@ -244,9 +242,7 @@ class CorpusSpec:
         tomb_kinds = {TOMBSTONE_AFTER_UPDATE, TOMBSTONE_BEFORE_UPDATE}
         wants = self.corruption_count if self.corruption_count is not None else self.corruption_rate
         if wants and self.tombstone_share == 0 and any(self._weights().get(k) for k in tomb_kinds):
-            raise ValueError(
-                "tombstone corruptions need tombstones: set tombstone_share > 0 or drop them from mix"
-            )
+            raise ValueError("tombstone corruptions need tombstones: set tombstone_share > 0 or drop them from mix")
 
     @property
     def dataset(self) -> Dataset:
@@ -379,9 +375,7 @@ def chain_routes(corpus: Corpus) -> dict[str, Route]:
     ds = corpus.spec.dataset
     _require_live(ds)
     if not corpus.spec.head:
-        raise ValueError(
-            "chain_routes needs a corpus generated with head=True (its newest page is the head feed)"
-        )
+        raise ValueError("chain_routes needs a corpus generated with head=True (its newest page is the head feed)")
     return {_url_path(ds, path.name): path for path in corpus.files}
 
 
@@ -546,9 +540,7 @@ def _plan(spec: CorpusSpec) -> _Plan:
     for p in range(spec.pages):
         top = newest - span * p
         offsets = (
-            sorted(rng.sample(range(1, span_ms), per_page))
-            if span_ms > per_page
-            else list(range(1, per_page + 1))
+            sorted(rng.sample(range(1, span_ms), per_page)) if span_ms > per_page else list(range(1, per_page + 1))
         )
         times = [top - timedelta(milliseconds=o) for o in offsets]  # newest first
         tomb_slots = set(rng.sample(range(per_page), tomb_per_page))
@@ -559,9 +551,7 @@ def _plan(spec: CorpusSpec) -> _Plan:
                 tombs.append(_Item(False, f"{id_prefix}{tomb_numbers[t_next]}", when))
                 t_next += 1
             else:
-                entries.append(
-                    _Item(True, f"{id_prefix}{entry_numbers[e_next]}", when, rng.randrange(len(templates)))
-                )
+                entries.append(_Item(True, f"{id_prefix}{entry_numbers[e_next]}", when, rng.randrange(len(templates))))
                 e_next += 1
         published = top + timedelta(seconds=1)
         if spec.head and p == 0:
@@ -721,9 +711,7 @@ def _describe(kind: str, template: _Template, item: _Item) -> dict[str, str]:
 def _detail(kind: str, facts: Mapping[str, str]) -> str:
     if kind in (NA_AMOUNT, DECIMAL_COMMA):
         text = f"{facts['element']} {facts['original']!r} written as {facts['written']!r}"
-        return text + (
-            f", must read {facts['expected_value']}" if kind == DECIMAL_COMMA else ", must dead-letter"
-        )
+        return text + (f", must read {facts['expected_value']}" if kind == DECIMAL_COMMA else ", must dead-letter")
     if kind == REPEATED_SINGLE:
         return f"{facts['element']} appears twice; both must be kept"
     if kind == UNCLOSED_TAG:
@@ -731,9 +719,7 @@ def _detail(kind: str, facts: Mapping[str, str]) -> str:
     if kind == LATIN1_BYTES:
         return "<summary> text encoded as Latin-1 in a UTF-8 page; page not well-formed"
     if kind == UNBOUND_PREFIX:
-        return (
-            f"{facts['elements']} elements use undeclared prefix {UNBOUND_PREFIX_NAME}; page not well-formed"
-        )
+        return f"{facts['elements']} elements use undeclared prefix {UNBOUND_PREFIX_NAME}; page not well-formed"
     if kind == TRUNCATED_PAGE:
         return f"page cut after {facts['kept_bytes']} of {facts['entry_bytes']} bytes of its last entry"
     if kind == DUPLICATE_ID:
@@ -818,9 +804,7 @@ def _render(spec: CorpusSpec, plan: _Plan) -> Iterator[tuple[PageFacts, bytes]]:
         )
 
 
-def _render_page(
-    spec: CorpusSpec, plan: _Plan, page: _Page, templates: tuple[_Template, ...]
-) -> tuple[bytes, bool]:
+def _render_page(spec: CorpusSpec, plan: _Plan, page: _Page, templates: tuple[_Template, ...]) -> tuple[bytes, bool]:
     parts: list[bytes] = [_header(spec, plan, page)]
     well_formed = True
     inline = spec.style == "inline"
@@ -866,8 +850,7 @@ def _header(spec: CorpusSpec, plan: _Plan, page: _Page) -> bytes:
         "    </author>",
         f"    <id>{_ID_HOST}/{ds.folder}/{ds.head_file}</id>",
         *(f'    <link href="{href}" rel="{rel}"/>' for rel, href in links),
-        f"    <title>Licitaciones publicadas en la Plataforma de Contratación del Sector Público: "
-        f"{title}</title>",
+        f"    <title>Licitaciones publicadas en la Plataforma de Contratación del Sector Público: {title}</title>",
         f"    <updated>{_stamp(page.published)}</updated>",
         "",
     ]
@@ -877,8 +860,7 @@ def _header(spec: CorpusSpec, plan: _Plan, page: _Page) -> bytes:
 def _tombstone(item: _Item, inline: bool) -> bytes:
     if inline:  # 2022 pages: namespace declared on every tombstone, no comment
         return (
-            f'    <at:deleted-entry ref="{item.ident}" when="{_stamp(item.when)}" '
-            f'xmlns:at="{_TOMBSTONE_NS}"/>\n'
+            f'    <at:deleted-entry ref="{item.ident}" when="{_stamp(item.when)}" xmlns:at="{_TOMBSTONE_NS}"/>\n'
         ).encode()
     comment = "ANULADA" if (item.when.microsecond // 1000) % 2 else "CERRADA"  # deterministic, both occur
     return (

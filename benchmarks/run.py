@@ -22,7 +22,8 @@ from benchmarks._common import REPO, BenchResult, machine_facts
 
 BENCHMARKS: tuple[str, ...] = (
     "benchmarks.bench_extract",
-    # "benchmarks.bench_silver",
+    "benchmarks.bench_silver",
+    "benchmarks.bench_dead_letters",
 )
 
 DOCS = REPO / "docs" / "benchmarks.md"
@@ -94,10 +95,7 @@ def _section(result: BenchResult, facts: dict[str, str]) -> str:
 def write_docs(path: Path, sections: dict[str, str], facts: dict[str, str]) -> None:
     """Replace the sections that ran, keep the others, refresh the header and machine facts."""
     old = path.read_text(encoding="utf-8") if path.exists() else ""
-    kept = {
-        m.group(1): m.group(0)
-        for m in re.finditer(r"<!-- bench:(\w+) -->\n.*?<!-- /bench:\1 -->\n", old, re.S)
-    }
+    kept = {m.group(1): m.group(0) for m in re.finditer(r"<!-- bench:(\w+) -->\n.*?<!-- /bench:\1 -->\n", old, re.S)}
     for name, body in sections.items():
         kept[name] = f"<!-- bench:{name} -->\n{body}<!-- /bench:{name} -->\n"
     order = [m.rsplit(".", 1)[-1].removeprefix("bench_") for m in BENCHMARKS]

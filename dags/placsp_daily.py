@@ -2,7 +2,8 @@
 
 Per dataset with a live head feed (643 licitaciones, 1044 agregadas, 1143 menores): extraction
 (HTTP -> Bronze pages + manifest), then the Silver ingest on Spark (Bronze -> Silver Delta tables,
-with every entry that cannot be parsed or validated routed to the dead-letter table).
+with every entry that cannot be parsed or validated routed to the dead-letter table), then a
+dead-letter threshold gate (PLACSP_DEAD_LETTER_MAX_RATIO, PLACSP_DEAD_LETTER_SEVERITY).
 Set PLACSP_LAKE for the lake root and the `placsp_default` connection for the site (see README).
 Only `airflow.sdk` and the provider's thin operator modules are imported here: the file parses fast.
 """
@@ -13,9 +14,12 @@ from datetime import UTC, datetime, timedelta
 
 from airflow.sdk import DAG, CronDataIntervalTimetable
 
+from placsp_provider import settings
 from placsp_provider.datasets import live_datasets
+from placsp_provider.notifications import LogNotifier
 from placsp_provider.operators.extract import PlacspExtractOperator
 from placsp_provider.operators.silver import PlacspSilverOperator
+from placsp_provider.sensors.dead_letters import DeadLetterThresholdSensor
 
 with DAG(
     dag_id="placsp_daily",
@@ -45,4 +49,16 @@ with DAG(
             dataset=ds.key,
             manifest=f"{{{{ ti.xcom_pull(task_ids='extract_{ds.key}')['manifest'] }}}}",
         )
-        extract >> silver
+        # The gate: too many dead letters in this run turns the run red (severity "error") and
+        # fires the notifiers; "warn" logs the same message and lets the run go on.
+        gate = DeadLetterThresholdSensor(
+            task_id=f"dead_letters_{ds.key}",
+            dataset=ds.key,
+            scope="run",
+            max_ratio=settings.dead_letter_max_ratio(),
+            severity=settings.dead_letter_severity(),
+            poke_interval=30,
+            timeout=timedelta(minutes=30),
+            on_failure_callback=[LogNotifier()],
+        )
+        extract >> silver >> gate

@@ -23,19 +23,47 @@ def run(*args: str) -> subprocess.CompletedProcess[str]:
 
 def test_extract_prints_the_manifest_summary_as_json(lake: Path) -> None:
     with LoopbackSite(demo_routes()) as site:
-        out = run("extract", "--dataset", "643", "--since", "2025-08-18", "--until", "2025-08-19",
-                  "--lake", str(lake), "--base-url", site.base_url, "--json")
+        out = run(
+            "extract",
+            "--dataset",
+            "643",
+            "--since",
+            "2025-08-18",
+            "--until",
+            "2025-08-19",
+            "--lake",
+            str(lake),
+            "--base-url",
+            site.base_url,
+            "--json",
+        )
     assert out.returncode == 0, out.stderr
     summary = json.loads(out.stdout)
-    assert (summary["dataset"], summary["pages"], summary["entries"], summary["not_well_formed"]) == ("licitaciones", 3, 5, 1)
+    assert (summary["dataset"], summary["pages"], summary["entries"], summary["not_well_formed"]) == (
+        "licitaciones",
+        3,
+        5,
+        1,
+    )
     assert Path(summary["manifest"]).is_file()
     assert "page 1" in out.stderr  # progress is logged per page
 
 
 def test_errors_are_one_line_without_a_stack_trace(lake: Path) -> None:
     with LoopbackSite({}) as site:
-        out = run("extract", "--dataset", "agregadas", "--since", "2022-01-05", "--until", "2022-01-06",
-                  "--lake", str(lake), "--base-url", site.base_url)
+        out = run(
+            "extract",
+            "--dataset",
+            "agregadas",
+            "--since",
+            "2022-01-05",
+            "--until",
+            "2022-01-06",
+            "--lake",
+            str(lake),
+            "--base-url",
+            site.base_url,
+        )
     assert out.returncode == 2
     last = out.stderr.strip().splitlines()[-1]
     assert last.startswith("placsp extract: error: dataset agregadas: http://127.0.0.1:")

@@ -52,6 +52,8 @@ def get_provider_info() -> dict[str, Any]:
                 "python-modules": ["placsp_provider.operators.extract", "placsp_provider.operators.silver"],
             }
         ],
+        "sensors": [{"integration-name": "PLACSP", "python-modules": ["placsp_provider.sensors.dead_letters"]}],
+        "triggers": [{"integration-name": "PLACSP", "python-modules": ["placsp_provider.triggers.dead_letters"]}],
         "connection-types": [
             {
                 "connection-type": "placsp",

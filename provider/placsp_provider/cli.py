@@ -52,6 +52,19 @@ def build_parser() -> argparse.ArgumentParser:
     ing.add_argument("--reprocess", action="store_true", help="ingest again files already reconciled")
     ing.add_argument("--json", action="store_true", help="print the run summary as JSON on stdout")
     ing.set_defaults(func=_cmd_ingest)
+
+    dl = sub.add_parser("dead-letters", help="inspect the dead-letter table")
+    dl_sub = dl.add_subparsers(dest="dead_letters_command", required=True)
+    st = dl_sub.add_parser("stats", help="counts by dataset, stage, error type and status (what the sensor counts)")
+    st.add_argument("--lake", required=True, type=Path, help="lake root folder")
+    st.add_argument("--dataset", help="key or syndication id; default: all")
+    st.add_argument("--run-id", help="only the dead letters this run inserted")
+    st.add_argument("--status", help="quarantined, fixed, replayed or abandoned")
+    st.add_argument("--stage", action="append", default=[], help="parse, validation or reconciliation (repeatable)")
+    st.add_argument("--error-type", action="append", default=[], help="e.g. xml_syntax (repeatable)")
+    st.add_argument("--since", type=_timestamp, help="processed at or after this time (ISO)")
+    st.add_argument("--json", action="store_true", help="print the counts as JSON on stdout")
+    st.set_defaults(func=_cmd_dead_letter_stats)
     return parser
 
 
@@ -103,6 +116,25 @@ def _cmd_ingest(args: argparse.Namespace) -> dict[str, Any]:
         return run_ingest(spark, IngestRequest(ds, lake, run_id, tuple(args.manifest), args.reprocess))
     finally:
         spark.stop()
+
+
+def _cmd_dead_letter_stats(args: argparse.Namespace) -> dict[str, Any]:
+    from placsp_provider.datasets import get_dataset
+    from placsp_provider.dead_letters.stats import count_dead_letters
+
+    counts = count_dead_letters(
+        args.lake.resolve(),
+        dataset=get_dataset(args.dataset).key if args.dataset else None,
+        run_id=args.run_id,
+        status=args.status,
+        stages=args.stage,
+        error_types=args.error_type,
+        since=args.since,
+    )
+    out = counts.to_dict()
+    out.pop("query", None)
+    out["samples"] = [f"{s['source_file']} {s['entry_id'] or ''}".strip() for s in out["samples"]]
+    return out
 
 
 class _Progress:
@@ -167,7 +199,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"placsp {args.command}: interrupted", file=sys.stderr)
         return 130
-    _print_summary(summary, getattr(args, "json", False))
+    try:
+        _print_summary(summary, getattr(args, "json", False))
+    except BrokenPipeError:  # `placsp ... | head` closed the pipe: not an error
+        sys.stderr.close()
     return 0
 
 

@@ -32,3 +32,17 @@ def overlap() -> timedelta:
 
 def max_pages() -> int:
     return int(os.environ.get(MAX_PAGES_ENV, "300"))
+
+
+DEAD_LETTER_MAX_RATIO_ENV = "PLACSP_DEAD_LETTER_MAX_RATIO"
+DEAD_LETTER_SEVERITY_ENV = "PLACSP_DEAD_LETTER_SEVERITY"
+
+
+def dead_letter_max_ratio() -> float:
+    """Dead letters / entries read above which the daily gate trips (default 5%)."""
+    return float(os.environ.get(DEAD_LETTER_MAX_RATIO_ENV, "0.05"))
+
+
+def dead_letter_severity() -> str:
+    """`error` (the run turns red) or `warn` (a warning, the run goes on). Read when the DAG is parsed."""
+    return os.environ.get(DEAD_LETTER_SEVERITY_ENV, "error")

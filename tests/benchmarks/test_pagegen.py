@@ -71,8 +71,7 @@ def test_pages_scan_to_the_generated_counts(corpus: Corpus) -> None:
         assert scan.links["self"] == path.name
     assert corpus.total_entries == 45 and corpus.total_tombstones == 15
     assert [p.well_formed for p in corpus.pages] == [
-        not any(c.page_file == p.file and c.kind in PAGE_LEVEL_KINDS for c in corpus.ground_truth)
-        for p in corpus.pages
+        not any(c.page_file == p.file and c.kind in PAGE_LEVEL_KINDS for c in corpus.ground_truth) for p in corpus.pages
     ]
     # RFC 5005 links: next goes to the older page, prev to the newer one, first to the head.
     names = [p.name for p in corpus.files]
@@ -127,8 +126,7 @@ def test_ground_truth_is_exactly_what_was_injected(corpus: Corpus) -> None:
     assert sum(n == 2 for n in all_ids.values()) == count["duplicate_id"]
     tomb_refs = [ref.decode() for body in data.values() for ref, _ in _TOMB.findall(body)]
     assert (
-        sum(ref in all_ids for ref in tomb_refs)
-        == count["tombstone_after_update"] + count["tombstone_before_update"]
+        sum(ref in all_ids for ref in tomb_refs) == count["tombstone_after_update"] + count["tombstone_before_update"]
     )
     undecodable = 0
     for body in data.values():

@@ -1,0 +1,72 @@
+"""LogNotifier: the provider's default failure notifier; it logs, and nothing else.
+
+One ERROR line per failed task: DAG, task, run, try and the exception's message (a dead-letter
+threshold message is already bounded; anything else is clipped to `max_chars`). It needs no
+connection, so the DAGs can use it everywhere; a log-based alert rule, or one of the notifiers below
+next to it, turns it into a page.
+
+Route failures elsewhere by adding notifiers to the same callback list:
+
+- **Email**: `SmtpNotifier` from apache-airflow-providers-smtp (installed with Airflow itself), with
+  an SMTP connection (`smtp_default`, e.g. `AIRFLOW_CONN_SMTP_DEFAULT='smtp://user:pass@mail:587'`)::
+
+      from airflow.providers.smtp.notifications.smtp import SmtpNotifier
+
+      on_failure_callback=[
+          LogNotifier(),
+          SmtpNotifier(
+              to="data-quality@example.org",
+              from_email="airflow@example.org",
+              subject="[placsp] {{ dag.dag_id }}.{{ ti.task_id }} failed ({{ run_id }})",
+              html_content="<pre>{{ exception }}</pre>",
+          ),
+      ]
+
+- **Slack**: install apache-airflow-providers-slack and add
+  `SlackWebhookNotifier(slack_webhook_conn_id="slack_default", text="{{ ti.task_id }}: {{ exception }}")`
+  (module `airflow.providers.slack.notifications.slack_webhook`) to the same list.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from airflow.sdk import BaseNotifier
+
+LOGGER = "placsp_provider.alerts"
+
+
+class LogNotifier(BaseNotifier):
+    """Log an ERROR line naming the DAG, task, run and try, with the exception's message.
+
+    Use as `on_failure_callback=LogNotifier()` (task or DAG level; a list mixes it with other notifiers).
+
+    :param logger_name: the stdlib logger to write to (route it with Airflow's logging config).
+    :param max_chars: longest exception message logged; longer ones end in `…`.
+    """
+
+    def __init__(self, *, logger_name: str = LOGGER, max_chars: int = 4000) -> None:
+        super().__init__()
+        self.logger_name = logger_name
+        self.max_chars = max_chars
+
+    def notify(self, context: Any) -> None:
+        logging.getLogger(self.logger_name).error("%s", self.describe(context))
+
+    async def async_notify(self, context: Any) -> None:
+        self.notify(context)
+
+    def describe(self, context: Any) -> str:
+        ti = context.get("ti") or context.get("task_instance")
+        dag = context.get("dag")
+        dag_id = getattr(dag, "dag_id", None) or getattr(ti, "dag_id", None) or "?"
+        task_id = getattr(ti, "task_id", None) or getattr(context.get("task"), "task_id", None) or "(dag)"
+        run_id = context.get("run_id") or getattr(ti, "run_id", None) or "?"
+        try_number = getattr(ti, "try_number", None)
+        error = context.get("exception") or context.get("reason") or "no exception in the context"
+        text = f"{type(error).__name__}: {error}" if isinstance(error, BaseException) else str(error)
+        if len(text) > self.max_chars:
+            text = text[: self.max_chars - 1] + "…"
+        attempt = f", try {try_number}" if try_number else ""
+        return f"failed: dag {dag_id}, task {task_id}, run {run_id}{attempt}: {text}"

@@ -1,0 +1,1 @@
+"""Sensors of the PLACSP provider (Airflow task SDK)."""

@@ -1,0 +1,200 @@
+"""DeadLetterThresholdSensor: fail (or warn) when too many records of a dataset went to the dead letters."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from datetime import timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from airflow.sdk import BaseSensorOperator, Context, PokeReturnValue
+from airflow.sdk.exceptions import AirflowFailException, AirflowSensorTimeout
+
+from placsp_provider.dead_letters.stats import validate_thresholds
+from placsp_provider.errors import PlacspError
+
+if TYPE_CHECKING:
+    from placsp_provider.dead_letters.stats import DeadLetterCounts, DeadLetterQuery
+
+XCOM_KEY = "dead_letter_check"
+
+
+class DeadLetterThresholdError(PlacspError, AirflowFailException):
+    """A dead-letter threshold with severity `error` failed. Not retried: the data will not change."""
+
+    def __init__(self, message: str, checks: Sequence[Any]) -> None:
+        self.checks = list(checks)
+        super().__init__(message)
+
+
+class DeadLetterThresholdSensor(BaseSensorOperator):
+    """Check the dead letters of a dataset against a count and/or a ratio threshold.
+
+    Scope `run` waits until this DAG run's Silver ingest of `dataset` has committed (its run summary
+    `<lake>/runs/<dataset>/<run_id>.json` exists), then counts the dead-letter rows of this run. Scope
+    `backlog` counts every row still `quarantined`, whatever run inserted it; deferred, it watches the
+    backlog until it exceeds `max_count` or the sensor's `timeout` passes (then it passes), which is
+    what an hourly monitor wants. In poke/reschedule mode a backlog check looks once.
+
+    A check fails when the count exceeds `max_count`, or when dead letters / entries read (the run
+    summary's `read.entries + read.tombstones`) exceeds `max_ratio`. Severity `error` fails the task
+    (no retry) with a bounded message: counts, top error types, samples, the `placsp dead-letters
+    stats` command and a query that lists every row. Severity `warn` logs that message as a WARNING and
+    succeeds. Either way the checks go to XCom (`return_value` and key `dead_letter_check`).
+
+    Counting reads the Delta table with delta-rs (no Spark): the `dataset` partition and the file
+    statistics of `run_id`/`status`/`stage`/`error_type` prune what is opened.
+
+    :param dataset: dataset key or syndication id (templated).
+    :param scope: `run` (this DAG run's dead letters) or `backlog` (all quarantined ones).
+    :param stages: count only these stages: `parse`, `validation`, `reconciliation` (templated).
+    :param error_types: count only these error types, e.g. `["xml_syntax"]` (templated).
+    :param max_count: the most dead letters allowed (0: none).
+    :param max_ratio: the highest dead letters / entries read allowed, 0..1; scope `run` only.
+    :param severity: `error` or `warn`.
+    :param lake: lake root (templated); default `$PLACSP_LAKE` (settings.lake_path()).
+    :param deferrable: wait in the triggerer (`DeadLetterThresholdTrigger`) instead of a worker slot.
+    """
+
+    template_fields: Sequence[str] = ("dataset", "lake", "stages", "error_types")
+    ui_color = "#f3d9d4"
+
+    def __init__(
+        self,
+        *,
+        dataset: str,
+        scope: str = "run",
+        stages: Sequence[str] | None = None,
+        error_types: Sequence[str] | None = None,
+        max_count: int | None = None,
+        max_ratio: float | None = None,
+        severity: str = "error",
+        lake: str | None = None,
+        deferrable: bool = True,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        # Only the arguments that are not templated: the others are checked once rendered, in execute.
+        validate_thresholds(scope=scope, severity=severity, max_count=max_count, max_ratio=max_ratio)
+        self.dataset = dataset
+        self.scope = scope
+        self.stages = stages
+        self.error_types = error_types
+        self.max_count = max_count
+        self.max_ratio = max_ratio
+        self.severity = severity
+        self.lake = lake
+        self.deferrable = deferrable
+
+    # -- deferrable path --------------------------------------------------------------------------
+    def execute(self, context: Context) -> Any:
+        if not self.deferrable:
+            return super().execute(context)
+        from placsp_provider.triggers.dead_letters import DeadLetterThresholdTrigger
+
+        query = self._query(context)
+        assert query.dataset is not None
+        trigger = DeadLetterThresholdTrigger(
+            lake=query.lake,
+            dataset=query.dataset,
+            scope=self.scope,
+            deadline=time.time() + self.timeout,
+            run_id=query.run_id,
+            stages=list(query.stages) or None,
+            error_types=list(query.error_types) or None,
+            max_count=self.max_count if self.scope == "backlog" else None,
+            poke_interval=self.poke_interval,
+        )
+        self.log.info("dataset %s: deferring the %s check (up to %s s)", query.dataset, self.scope, self.timeout)
+        # The trigger fires `timeout` itself at its deadline; Airflow's own timeout is only a safety net.
+        grace = max(60.0, 2 * self.poke_interval)
+        self.defer(trigger=trigger, method_name="execute_complete", timeout=timedelta(seconds=self.timeout + grace))
+
+    def execute_complete(self, context: Context, event: dict[str, Any]) -> dict[str, Any]:
+        from placsp_provider.dead_letters.stats import DeadLetterCounts
+
+        query = self._query(context)
+        status = event["status"]
+        if status == "error":
+            raise PlacspError(f"dataset {query.dataset}: dead-letter check failed: {event['error']}")
+        if status == "timeout" and self.scope == "run":
+            raise AirflowSensorTimeout(self._summary_timeout(query))
+        return self._conclude(context, query, DeadLetterCounts.from_dict(event["counts"]), event["entries_read"])
+
+    # -- poke / reschedule path -------------------------------------------------------------------
+    def poke(self, context: Context) -> bool | PokeReturnValue:
+        from placsp_provider.dead_letters import stats
+
+        query = self._query(context)
+        assert query.dataset is not None
+        read = None
+        if self.scope == "run":
+            assert query.run_id is not None
+            if not stats.summary_exists(query.lake, query.dataset, query.run_id):
+                path = stats.summary_file(query.lake, query.dataset, query.run_id)
+                self.log.info("dataset %s: waiting for the Silver run summary %s", query.dataset, path)
+                return False
+            read = stats.entries_read(query.lake, query.dataset, query.run_id)
+        return PokeReturnValue(True, self._conclude(context, query, stats.count(query), read))
+
+    # -- shared -----------------------------------------------------------------------------------
+    def _query(self, context: Context) -> DeadLetterQuery:
+        """The rendered arguments, validated (templated fields are only known now)."""
+        from placsp_provider import settings
+        from placsp_provider.datasets import get_dataset
+        from placsp_provider.dead_letters.stats import scope_query
+
+        lake = Path(self.lake).expanduser().resolve() if self.lake else settings.lake_path()
+        return scope_query(
+            lake,
+            dataset=get_dataset(self.dataset).key,
+            scope=self.scope,
+            run_id=context["run_id"],
+            stages=self.stages or (),
+            error_types=self.error_types or (),
+        )
+
+    def _conclude(
+        self, context: Context, query: DeadLetterQuery, counts: DeadLetterCounts, read: int | None
+    ) -> dict[str, Any]:
+        from placsp_provider.dead_letters.stats import evaluate, failure_message
+
+        assert query.dataset is not None
+        checks = evaluate(
+            counts,
+            max_count=self.max_count,
+            max_ratio=self.max_ratio,
+            read=read,
+            severity=self.severity,
+            scope=self.scope,
+            dataset=query.dataset,
+            run_id=query.run_id,
+        )
+        passed = all(c.success for c in checks)
+        message = None if passed else failure_message(checks, counts)
+        result = {
+            "passed": passed,
+            "checks": [c.to_dict() for c in checks],
+            "counts": counts.to_dict(),
+            "message": message,
+        }
+        context["ti"].xcom_push(key=XCOM_KEY, value=result)
+        if passed:
+            self.log.info("dataset %s: %s", query.dataset, "; ".join(c.describe() for c in checks))
+            return result
+        assert message is not None
+        if self.severity == "warn":
+            self.log.warning("%s", message)
+            return result
+        raise DeadLetterThresholdError(message, checks)
+
+    def _summary_timeout(self, query: DeadLetterQuery) -> str:
+        from placsp_provider.dead_letters.stats import summary_file
+
+        assert query.dataset is not None and query.run_id is not None
+        path = summary_file(query.lake, query.dataset, query.run_id)
+        return (
+            f"dataset {query.dataset}: no Silver run summary at {path} after {self.timeout:.0f} s: the Silver "
+            f"ingest of run {query.run_id} has not committed, so its dead letters cannot be judged yet"
+        )

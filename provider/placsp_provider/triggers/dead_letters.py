@@ -1,0 +1,156 @@
+"""DeadLetterThresholdTrigger: wait, in the triggerer, until a dead-letter count can be judged.
+
+Scope `run`: until this run's Silver summary (`<lake>/runs/<dataset>/<run_id>.json`) exists. The ingest
+writes it after its last Delta commit, so from then on the run's dead letters are all visible.
+Scope `backlog`: until the quarantined backlog exceeds `max_count` (the monitor watches its window).
+Either way it stops at `deadline`. It yields exactly one event, whose payload (plain JSON) is:
+
+    {"status": "summary_visible" | "threshold_crossed" | "timeout" | "error",
+     "dataset", "scope", "run_id", "counts": DeadLetterCounts.to_dict() | None,
+     "entries_read": int | None, "polls": int, "error": str | None}
+
+The sensor's `execute_complete` evaluates the thresholds on it. Reads run in a thread
+(`asyncio.to_thread`): delta-rs and file reads block, and the triggerer's event loop must not.
+
+The keyword arguments are a persisted contract: Airflow stores `serialize()` in its database and a
+triggerer (maybe of a newer provider version) rebuilds the trigger from it. Add arguments only with
+defaults; never rename one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Sequence
+from typing import Any
+
+from airflow.triggers.base import BaseTrigger, TriggerEvent
+
+from placsp_provider.errors import PlacspError
+
+CLASSPATH = "placsp_provider.triggers.dead_letters.DeadLetterThresholdTrigger"
+
+SUMMARY_VISIBLE = "summary_visible"
+THRESHOLD_CROSSED = "threshold_crossed"
+TIMEOUT = "timeout"
+ERROR = "error"
+
+
+class DeadLetterThresholdTrigger(BaseTrigger):
+    """Poll the lake every `poke_interval` seconds until the check can be decided or `deadline` passes.
+
+    :param lake: lake root (absolute path).
+    :param dataset: dataset key (the `dead_letters` partition).
+    :param scope: `run` or `backlog`.
+    :param run_id: the Airflow run id (scope `run`).
+    :param stages: count only these stages (any of them); None for all.
+    :param error_types: count only these error types; None for all.
+    :param max_count: scope `backlog`: fire as soon as the count exceeds it.
+    :param deadline: UNIX time (seconds) after which the trigger fires `timeout`; at least one poll
+        always happens first.
+    :param poke_interval: seconds between polls.
+    """
+
+    def __init__(
+        self,
+        *,
+        lake: str,
+        dataset: str,
+        scope: str,
+        deadline: float,
+        run_id: str | None = None,
+        stages: Sequence[str] | None = None,
+        error_types: Sequence[str] | None = None,
+        max_count: int | None = None,
+        poke_interval: float = 60.0,
+    ) -> None:
+        super().__init__()
+        self.lake = str(lake)
+        self.dataset = dataset
+        self.scope = scope
+        self.deadline = float(deadline)
+        self.run_id = run_id
+        self.stages = list(stages) if stages else None
+        self.error_types = list(error_types) if error_types else None
+        self.max_count = max_count
+        self.poke_interval = float(poke_interval)
+
+    def serialize(self) -> tuple[str, dict[str, Any]]:
+        return (
+            CLASSPATH,
+            {
+                "lake": self.lake,
+                "dataset": self.dataset,
+                "scope": self.scope,
+                "deadline": self.deadline,
+                "run_id": self.run_id,
+                "stages": self.stages,
+                "error_types": self.error_types,
+                "max_count": self.max_count,
+                "poke_interval": self.poke_interval,
+            },
+        )
+
+    async def run(self) -> AsyncIterator[TriggerEvent]:
+        polls = 0
+        while True:
+            polls += 1
+            try:
+                status, payload = await asyncio.to_thread(self._poll)
+            except PlacspError as err:
+                # A table that cannot be read will not heal by waiting: hand the reason to the task.
+                self.log.error("dataset %s: %s", self.dataset, err)
+                yield TriggerEvent(self._event(ERROR, polls, error=str(err)))
+                return
+            if status is not None:
+                self.log.info("dataset %s: %s after %d poll(s)", self.dataset, status, polls)
+                yield TriggerEvent(self._event(status, polls, **payload))
+                return
+            remaining = self.deadline - time.time()
+            if remaining <= 0:
+                self.log.info("dataset %s: deadline reached after %d poll(s)", self.dataset, polls)
+                yield TriggerEvent(self._event(TIMEOUT, polls, **payload))
+                return
+            await asyncio.sleep(min(self.poke_interval, remaining))
+
+    def _poll(self) -> tuple[str | None, dict[str, Any]]:
+        """One blocking look at the lake: (terminal status or None, counts so far)."""
+        from placsp_provider.dead_letters import stats
+
+        query = stats.scope_query(
+            self.lake,
+            dataset=self.dataset,
+            scope=self.scope,
+            run_id=self.run_id,
+            stages=self.stages or (),
+            error_types=self.error_types or (),
+        )
+        if self.scope == "run":
+            assert self.run_id is not None  # scope_query refuses scope run without one
+            if not stats.summary_exists(self.lake, self.dataset, self.run_id):
+                return None, {}
+            read = stats.entries_read(self.lake, self.dataset, self.run_id)
+            return SUMMARY_VISIBLE, {"counts": stats.count(query).to_dict(), "entries_read": read}
+        counts = stats.count(query)
+        crossed = self.max_count is not None and counts.total > self.max_count
+        return (THRESHOLD_CROSSED if crossed else None), {"counts": counts.to_dict()}
+
+    def _event(
+        self,
+        status: str,
+        polls: int,
+        *,
+        counts: dict[str, Any] | None = None,
+        entries_read: int | None = None,
+        error: str | None = None,
+    ) -> dict[str, Any]:
+        return {
+            "status": status,
+            "dataset": self.dataset,
+            "scope": self.scope,
+            "run_id": self.run_id,
+            "counts": counts,
+            "entries_read": entries_read,
+            "polls": polls,
+            "error": error,
+        }
