@@ -305,24 +305,13 @@ def _land_template(corpus: Corpus, root: Path) -> Path:
         final.parent.mkdir(parents=True, exist_ok=True)
         os.link(path, final)
         scan = scan_page(final)
-
-        def iso(value: datetime | None) -> str | None:
-            return isoformat(value) if value else None
-
         manifest.pages.append(
-            LandedPage(
+            LandedPage.from_scan(
+                scan,
                 url=f"bench://{path.name}",
                 file=str(final.relative_to(root)),
-                bytes=path.stat().st_size,
+                size=path.stat().st_size,
                 sha256=sha,
-                entries=scan.entries,
-                tombstones=scan.tombstones,
-                min_updated=iso(scan.min_updated),
-                max_updated=iso(scan.max_updated),
-                min_deleted=iso(scan.min_deleted),
-                max_deleted=iso(scan.max_deleted),
-                well_formed=scan.well_formed,
-                error=scan.error,
                 source="feed",
                 newly_landed=True,
             )

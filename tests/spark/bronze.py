@@ -33,21 +33,13 @@ def land(lake: Path, dataset: str, pages: dict[str, bytes], interval: str = "202
         final = layout.page_file(lake, ds.key, name, sha)
         scan = scan_page(tmp)
         new = land_atomically(tmp, final)
-        iso = lambda v: isoformat(v) if v else None  # noqa: E731
         manifest.pages.append(
-            LandedPage(
+            LandedPage.from_scan(
+                scan,
                 url=f"test://{name}",
                 file=str(final.relative_to(lake)),
-                bytes=len(body),
+                size=len(body),
                 sha256=sha,
-                entries=scan.entries,
-                tombstones=scan.tombstones,
-                min_updated=iso(scan.min_updated),
-                max_updated=iso(scan.max_updated),
-                min_deleted=iso(scan.min_deleted),
-                max_deleted=iso(scan.max_deleted),
-                well_formed=scan.well_formed,
-                error=scan.error,
                 source="feed",
                 newly_landed=new,
             )

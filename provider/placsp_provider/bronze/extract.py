@@ -216,19 +216,12 @@ class _Run:
         relative = str(final.relative_to(lake))
         if any(p.file == relative for p in self.manifest.pages):
             return  # the same bytes reached twice (live chain and archive): count them once
-        page = LandedPage(
+        page = LandedPage.from_scan(
+            scan,
             url=redact(url),
             file=relative,
-            bytes=download.bytes,
+            size=download.bytes,
             sha256=download.sha256,
-            entries=scan.entries,
-            tombstones=scan.tombstones,
-            min_updated=_iso(scan.min_updated),
-            max_updated=_iso(scan.max_updated),
-            min_deleted=_iso(scan.min_deleted),
-            max_deleted=_iso(scan.max_deleted),
-            well_formed=scan.well_formed,
-            error=scan.error,
             source=source,
             newly_landed=new,
         )
@@ -335,9 +328,6 @@ def _extract_member(
         raise
     return Download(url, url, dest, size, digest.hexdigest(), "application/atom+xml")
 
-
-def _iso(value: datetime | None) -> str | None:
-    return isoformat(value) if value is not None else None
 
 
 def iter_manifest_pages(manifest: Manifest, lake: Path) -> Iterator[tuple[LandedPage, Path]]:

@@ -9,7 +9,10 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from placsp_provider.feed.page_scan import PageScan
 
 MANIFEST_VERSION = 1
 
@@ -30,6 +33,29 @@ class LandedPage:
     error: str | None  # parser message (line, column) for pages that are not well-formed
     source: str  # "feed" or "archive"
     newly_landed: bool  # False when the same bytes were already in Bronze
+
+    @classmethod
+    def from_scan(
+        cls, scan: PageScan, *, url: str, file: str, size: int, sha256: str, source: str, newly_landed: bool
+    ) -> LandedPage:
+        """The manifest line of a landed page: its counts are the scan's, never Spark's."""
+        stamps = scan.to_json()
+        return cls(
+            url=url,
+            file=file,
+            bytes=size,
+            sha256=sha256,
+            entries=scan.entries,
+            tombstones=scan.tombstones,
+            min_updated=stamps["min_updated"],
+            max_updated=stamps["max_updated"],
+            min_deleted=stamps["min_deleted"],
+            max_deleted=stamps["max_deleted"],
+            well_formed=scan.well_formed,
+            error=scan.error,
+            source=source,
+            newly_landed=newly_landed,
+        )
 
 
 @dataclass
