@@ -202,7 +202,8 @@ def _tally(routed: DataFrame, pages: list[LandedPage], lake: Path) -> dict[str, 
                 tally.dead_tombstones += n
             else:
                 tally.page_errors.extend([row["error_type"]] * n)
-    missing = [f for f in tallies if not any(r["source_file"] == f for r in by_file)]
+    seen = {r["source_file"] for r in by_file}  # a set: backfills ingest thousands of files
+    missing = [f for f in tallies if f not in seen]
     for f in missing:  # Spark read nothing at all for it: quarantined by the count check below
         log.warning("Spark produced nothing for %s", f)
     return tallies
