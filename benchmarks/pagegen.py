@@ -738,10 +738,9 @@ def _corrupt(kind: str, entry: bytes) -> tuple[bytes, dict[str, str]]:
     """Apply an entry-level corruption to one rendered entry; return the bytes and their facts."""
     if kind in (NA_AMOUNT, DECIMAL_COMMA):
         matches = list(_AMOUNT_RE.finditer(entry))
-        if kind == DECIMAL_COMMA:
-            match = next((m for m in matches if b"." in m.group(2)), matches[0])
-        else:
-            match = matches[0]
+        # A decimal comma is only a trap where the amount has decimals to begin with.
+        dotted = [m for m in matches if b"." in m.group(2)] if kind == DECIMAL_COMMA else []
+        match = (dotted or matches)[0]
         original = match.group(2).decode()
         if kind == NA_AMOUNT:
             written, expected = "N/A", ""

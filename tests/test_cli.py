@@ -81,3 +81,48 @@ def test_ingest_with_nothing_landed_says_what_to_do(lake: Path) -> None:
     out = run("ingest", "--dataset", "menores", "--lake", str(lake))
     assert out.returncode == 2
     assert "nothing landed under" in out.stderr and "placsp extract" in out.stderr
+
+
+def test_replay_refuses_bad_filters_in_one_line(lake: Path) -> None:
+    out = run("dead-letters", "replay", "--dataset", "nope", "--lake", str(lake))
+    assert out.returncode == 2 and "unknown PLACSP dataset 'nope'" in out.stderr and "Traceback" not in out.stderr
+    out = run("dead-letters", "replay", "--dataset", "643", "--lake", str(lake), "--max-records", "0")
+    assert out.returncode == 2 and "max_records must be at least 1" in out.stderr
+    out = run(
+        "dead-letters",
+        "replay",
+        "--dataset",
+        "643",
+        "--lake",
+        str(lake),
+        "--since",
+        "2025-02-01",
+        "--until",
+        "2025-01-01",
+    )
+    assert out.returncode == 2 and "since (2025-02-01) is after until (2025-01-01)" in out.stderr
+    out = run("dead-letters", "replay", "--dataset", "643", "--lake", str(lake))
+    assert out.returncode == 2 and "no dead-letter table under" in out.stderr
+
+
+@pytest.mark.spark
+def test_replay_runs_the_same_job_outside_airflow(lake: Path) -> None:
+    """`placsp ingest` then `placsp dead-letters replay`, each its own Spark local, as a user would."""
+    from tests.pages import day, page
+    from tests.spark.bronze import land
+
+    broken = page([(21, day(5)), (22, day(5))]).replace(b'currencyID="EUR">', b'currencyID="EUR">N/A', 1)
+    land(lake, "agregadas", {"na.atom": broken})
+    assert run("ingest", "--dataset", "agregadas", "--lake", str(lake), "--json").returncode == 0
+    dry = run("dead-letters", "replay", "--dataset", "1044", "--lake", str(lake), "--dry-run")
+    assert dry.returncode == 0, dry.stderr
+    assert "(dry run, nothing written): 1 selected, would recover 0, still failing 1" in dry.stdout
+    out = run("dead-letters", "replay", "--dataset", "1044", "--lake", str(lake), "--json", "--run-id", "r1")
+    assert out.returncode == 0, out.stderr
+    summary = json.loads(out.stdout)
+    assert (summary["selected"], summary["still_failing"], summary["run_id"]) == (1, 1, "r1")
+    assert summary["by_error_type"] == {
+        "invalid_amount": {"selected": 1, "recovered": 0, "still_failing": 1, "abandoned": 0}
+    }
+    stats = json.loads(run("dead-letters", "stats", "--lake", str(lake), "--json").stdout)
+    assert stats["total"] == 1

@@ -11,7 +11,7 @@ import json
 import logging
 import sys
 from collections.abc import Callable, Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -65,7 +65,31 @@ def build_parser() -> argparse.ArgumentParser:
     st.add_argument("--since", type=_timestamp, help="processed at or after this time (ISO)")
     st.add_argument("--json", action="store_true", help="print the counts as JSON on stdout")
     st.set_defaults(func=_cmd_dead_letter_stats)
+
+    rp = dl_sub.add_parser(
+        "replay", help="re-parse dead letters (quarantined or fixed) into Silver once the cause is fixed (Spark local)"
+    )
+    rp.add_argument("--lake", required=True, type=Path, help="lake root folder")
+    rp.add_argument("--dataset", required=True, help="key or syndication id")
+    rp.add_argument("--stage", action="append", default=[], help="parse, validation or reconciliation (repeatable)")
+    rp.add_argument("--error-type", action="append", default=[], help="e.g. invalid_amount (repeatable)")
+    rp.add_argument("--since", type=_day, help="first UTC day the dead letter was recorded (YYYY-MM-DD)")
+    rp.add_argument("--until", type=_day, help="last UTC day the dead letter was recorded (YYYY-MM-DD)")
+    rp.add_argument("--id", action="append", default=[], dest="ids", help="a dead_letter_id (repeatable)")
+    rp.add_argument("--max-records", type=int, default=10_000, help="at most this many, oldest first")
+    rp.add_argument("--max-attempts", type=int, default=3, help="still failing at this many attempts: abandoned")
+    rp.add_argument("--dry-run", action="store_true", help="report what would be recovered; write nothing")
+    rp.add_argument("--run-id", default="", help="recorded on replayed rows and dead letters")
+    rp.add_argument("--json", action="store_true", help="print the summary as JSON on stdout")
+    rp.set_defaults(func=_cmd_dead_letter_replay)
     return parser
+
+
+def _day(text: str) -> date:
+    try:
+        return date.fromisoformat(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(f"not a date (YYYY-MM-DD): {text!r}") from err
 
 
 def _cmd_extract(args: argparse.Namespace) -> dict[str, Any]:
@@ -137,6 +161,41 @@ def _cmd_dead_letter_stats(args: argparse.Namespace) -> dict[str, Any]:
     return out
 
 
+def _cmd_dead_letter_replay(args: argparse.Namespace) -> dict[str, Any]:
+    import uuid
+
+    from placsp_provider.spark.replay_job import ReplayRequest, describe, run_replay
+    from placsp_provider.spark.session import get_session
+
+    lake = args.lake.resolve()
+    run_id = args.run_id or f"replay__{datetime.now(UTC):%Y%m%dT%H%M%S}_{uuid.uuid4().hex[:6]}"
+    request = ReplayRequest(
+        dataset=args.dataset,
+        lake=lake,
+        run_id=run_id,
+        stages=tuple(args.stage),
+        error_types=tuple(args.error_type),
+        since=args.since,
+        until=args.until,
+        dead_letter_ids=tuple(args.ids),
+        max_records=args.max_records,
+        max_attempts=args.max_attempts,
+        dry_run=args.dry_run,
+    )
+    if not (lake / "dead_letters" / "_delta_log").is_dir():
+        raise PlacspError(f"no dead-letter table under {lake}: nothing to replay (is --lake the lake root?)")
+    print(f"starting Spark (local) to replay dead letters of {request.dataset}, run {run_id}...", file=sys.stderr)
+    spark = get_session("placsp-dead-letter-replay")
+    try:
+        summary = run_replay(spark, request)
+    finally:
+        spark.stop()
+    if not args.json:
+        print(describe(summary))
+        return {}
+    return summary
+
+
 class _Progress:
     """A rich progress line on stderr: pages landed and MB so far (the chain's length is unknown)."""
 
@@ -200,7 +259,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"placsp {args.command}: interrupted", file=sys.stderr)
         return 130
     try:
-        _print_summary(summary, getattr(args, "json", False))
+        if summary:
+            _print_summary(summary, getattr(args, "json", False))
     except BrokenPipeError:  # `placsp ... | head` closed the pipe: not an error
         sys.stderr.close()
     return 0

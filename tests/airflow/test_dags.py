@@ -78,7 +78,7 @@ def test_provider_is_registered_through_the_entry_point() -> None:
     assert conn["connection-type"] == "placsp" and "ca_bundle" in conn["conn-fields"]
 
 
-def test_daily_dag_runs_end_to_end_on_the_bundled_pages(airflow_db: None, placsp_env: Path, monkeypatch) -> None:
+def test_daily_dag_runs_end_to_end_then_the_replay_dag(airflow_db: None, placsp_env: Path, monkeypatch) -> None:
     # The bundled pages are 3 dead letters in 5 entries, far over the default 5% gate: warn here
     # (the gate failing a run is tested in tests/sensors).
     monkeypatch.setenv("PLACSP_DEAD_LETTER_SEVERITY", "warn")
@@ -114,6 +114,40 @@ def test_daily_dag_runs_end_to_end_on_the_bundled_pages(airflow_db: None, placsp
         for path in site.routes
         if path.endswith(("Completo3.atom", "SinMenores.atom", "Contratantes.atom"))
     )
+
+    # The operator then triggers the replay DAG from its form: the 3 dead letters are still broken
+    # (the page declares no such prefix), so with max_attempts 1 each is abandoned, none lands.
+    replay = load_dag("placsp_dead_letter_replay").test(
+        logical_date=datetime(2025, 8, 20, tzinfo=UTC),
+        run_conf={"dataset": "licitaciones", "error_types": ["unbound_prefix"], "max_attempts": 1},
+    )
+    assert str(replay.state).endswith("success")
+    from placsp_provider.spark.replay_job import replay_summary_path
+
+    replayed = json.loads(replay_summary_path(lake, "licitaciones", replay.run_id).read_text())
+    assert (replayed["selected"], replayed["recovered"], replayed["abandoned"]) == (3, 0, 3)
+    assert replayed["filters"]["error_types"] == ["unbound_prefix"] and replayed["max_attempts"] == 1
+    assert count_dead_letters(lake, dataset="licitaciones", status="abandoned").total == 3
+    assert xcom(replay, "replay")["abandoned"] == 3
+
+
+def xcom(run, task_id: str):
+    from airflow.models.xcom import XComModel
+    from airflow.utils.session import create_session
+
+    with create_session() as session:
+        (row,) = session.query(XComModel).filter_by(run_id=run.run_id, task_id=task_id, key="return_value").all()
+        return json.loads(row.value) if isinstance(row.value, str) else row.value
+
+
+def test_replay_form_refuses_what_cannot_work(airflow_db: None) -> None:
+    from airflow.sdk.exceptions import ParamValidationError
+
+    dag = load_dag("placsp_dead_letter_replay")
+    with pytest.raises(ParamValidationError, match="dataset"):
+        dag.test(logical_date=datetime(2025, 8, 21, tzinfo=UTC), run_conf={"dataset": "nope"})
+    with pytest.raises(ParamValidationError, match="max_records"):
+        dag.test(logical_date=datetime(2025, 8, 22, tzinfo=UTC), run_conf={"max_records": 0})
 
 
 def test_daily_dag_fails_with_the_feed_error_when_the_site_is_down(

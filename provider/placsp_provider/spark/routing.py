@@ -16,7 +16,7 @@ from urllib.parse import unquote, urlsplit
 import pyarrow as pa
 
 from placsp_provider.datasets import Dataset
-from placsp_provider.spark.page_parser import parse_page
+from placsp_provider.spark.page_parser import PageParseResult, parse_dead_letter, parse_page
 from placsp_provider.spark.silver_schema import SCHEMAS, record_batch
 
 if TYPE_CHECKING:
@@ -72,6 +72,23 @@ def routed_spark_schema() -> StructType:
 def route_page(data: bytes, *, dataset: Dataset, source_file: str) -> list[pa.RecordBatch]:
     """One page -> wide batches (one per non-empty table, plus one file_stats row). Pure Python."""
     result = parse_page(data, dataset=dataset, source_file=source_file)
+    out = _table_batches(result, source_file)
+    page_level = sum(1 for d in result.dead_letters if d["record_kind"] == "page")
+    stats = pa.RecordBatch.from_pylist(
+        [
+            {
+                "entries_seen": result.entries_seen,
+                "tombstones_seen": result.tombstones_seen,
+                "page_dead_letters": page_level,
+            }
+        ],
+        schema=FILE_STATS,
+    )
+    out.append(_widen("file_stats", stats, source_file))
+    return out
+
+
+def _table_batches(result: PageParseResult, source_file: str) -> list[pa.RecordBatch]:
     out: list[pa.RecordBatch] = []
     for table in TABLES:
         rows: list[dict[str, Any]] = getattr(result, table)
@@ -91,18 +108,6 @@ def route_page(data: bytes, *, dataset: Dataset, source_file: str) -> list[pa.Re
         else:
             batch = record_batch(table, rows)
         out.append(_widen(table, batch, source_file))
-    page_level = sum(1 for d in result.dead_letters if d["record_kind"] == "page")
-    stats = pa.RecordBatch.from_pylist(
-        [
-            {
-                "entries_seen": result.entries_seen,
-                "tombstones_seen": result.tombstones_seen,
-                "page_dead_letters": page_level,
-            }
-        ],
-        schema=FILE_STATS,
-    )
-    out.append(_widen("file_stats", stats, source_file))
     return out
 
 
@@ -139,3 +144,52 @@ def make_router(dataset: Dataset, lake: str) -> Callable[[Iterator[pa.RecordBatc
                 yield from route_page(contents[i].as_py(), dataset=dataset, source_file=source_file)
 
     return route
+
+
+# -- replay ------------------------------------------------------------------------------------------
+# A replayed dead letter goes through the same parse as a page's record; its output rows carry the
+# id of the dead letter they came from, so the job knows what became of each one.
+REPLAYED_ID = "replayed_dead_letter_id"
+REPLAY_INPUT_COLUMNS = (
+    "dead_letter_id",
+    "source_file",
+    "record_kind",
+    "raw_record",
+    "namespace_context",
+    "record_offset",
+)
+
+
+def replay_routed_schema() -> pa.Schema:
+    return routed_schema().append(pa.field(REPLAYED_ID, pa.string(), nullable=False))
+
+
+def replay_routed_spark_schema() -> StructType:
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    return from_arrow_schema(replay_routed_schema(), prefer_timestamp_ntz=False)
+
+
+def route_dead_letter(dead_letter: dict[str, Any], *, dataset: Dataset) -> list[pa.RecordBatch]:
+    """One record-level dead letter (entry or tombstone) -> wide batches tagged with its id. Pure Python.
+
+    Exactly one entry or tombstone row, or exactly one (new) dead letter, comes out of each.
+    """
+    result = parse_dead_letter(dead_letter, dataset=dataset)
+    origin = dead_letter["dead_letter_id"]
+    schema = replay_routed_schema()
+    return [
+        pa.RecordBatch.from_arrays([*b.columns, pa.array([origin] * b.num_rows, pa.string())], schema=schema)
+        for b in _table_batches(result, dead_letter["source_file"])
+    ]
+
+
+def make_replayer(dataset: Dataset) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """The function handed to `mapInArrow` over selected dead letters (REPLAY_INPUT_COLUMNS)."""
+
+    def replay(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            for row in batch.to_pylist():
+                yield from route_dead_letter(row, dataset=dataset)
+
+    return replay

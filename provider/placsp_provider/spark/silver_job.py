@@ -16,6 +16,7 @@ import json
 import logging
 import sys
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -113,11 +114,6 @@ def pages_to_ingest(spark: SparkSession, request: IngestRequest) -> tuple[list[L
 
 def run_ingest(spark: SparkSession, request: IngestRequest) -> dict[str, Any]:
     """Parse, route, reconcile and MERGE; return the run summary (also written next to the tables)."""
-    from pyspark import StorageLevel
-    from pyspark.sql import functions as F
-
-    from placsp_provider.spark.silver_merge import insert_only, merge_silver, record_reconciliation
-
     ds, lake = request.dataset, request.lake.resolve()
     started = datetime.now(UTC).replace(microsecond=0)
     ensure_tables(spark, lake)
@@ -126,20 +122,49 @@ def run_ingest(spark: SparkSession, request: IngestRequest) -> dict[str, Any]:
     summary = empty_summary(ds.key, request.run_id, len(pages), skipped)
     if not pages:
         return finish(summary, lake)
+    routed = route_files(spark, ds, lake, pages, request.run_id, started)
+    try:
+        merge_metrics = write_routed(spark, lake, ds.key, routed, request.run_id, started)
+        counts = routed.dead_letters.groupBy("stage", "error_type").count().collect()
+    finally:
+        routed.unpersist()
+    _fill_summary(summary, routed.tallies, routed.quarantined, counts, merge_metrics)
+    return finish(summary, lake)
+
+
+@dataclass
+class RoutedFiles:
+    """Bronze files parsed, routed and reconciled, before anything is written."""
+
+    rows: dict[str, DataFrame]  # Silver rows by table, from files that add up
+    dead_letters: DataFrame  # every dead letter to insert, lifecycle columns included
+    tallies: dict[str, FileTally]
+    quarantined: dict[str, str]  # file -> reason
+    _persisted: list[DataFrame] = field(default_factory=list)
+
+    def unpersist(self) -> None:
+        for df in self._persisted:
+            df.unpersist()
+
+
+def route_files(
+    spark: SparkSession, ds: Dataset, lake: Path, pages: list[LandedPage], run_id: str, started: datetime
+) -> RoutedFiles:
+    """Parse and route the pages on Spark, tally each file against its manifest counts, and decide
+    which files are quarantined whole. Writes nothing."""
+    from pyspark import StorageLevel
+    from pyspark.sql import functions as F
 
     raw = spark.read.format("binaryFile").load([str(lake / p.file) for p in pages]).select("path", "content")
     routed = raw.mapInArrow(make_router(ds, str(lake)), routed_spark_schema()).persist(StorageLevel.MEMORY_AND_DISK)
 
     tallies = _tally(routed, pages, lake)
-    quarantined = {f: t.quarantine_reason() for f, t in tallies.items() if t.quarantine_reason()}
+    quarantined = {f: r for f, t in tallies.items() if (r := t.quarantine_reason())}
     keep = routed.where(~F.col("source_file").isin(list(quarantined))) if quarantined else routed
-
     rows = {
         t: keep.where(F.col("kind") == t).select(f"{t}.*")
         for t in ("entries", "lots", "documents", "results", "tombstones")
     }
-    merge_metrics = merge_silver(spark, lake, ds.key, rows, request.run_id, started)
-
     dead = keep.where(F.col("kind") == "dead_letters").select("dead_letters.*")
     # A file quarantined by a page-level parse failure keeps that dead letter: it is the record of it.
     page_level = routed.where(
@@ -148,9 +173,20 @@ def run_ingest(spark: SparkSession, request: IngestRequest) -> dict[str, Any]:
         & F.col("dead_letters.error_type").isin(list(_WHOLE_FILE_PARSE_ERRORS))
     ).select("dead_letters.*")
     reconciliation_letters = _reconciliation_dead_letters(spark, ds.key, tallies, quarantined)
-    all_dead = dead.unionByName(page_level).unionByName(reconciliation_letters)
-    lifecycle = {
-        "run_id": F.lit(request.run_id),
+    all_dead = (
+        dead.unionByName(page_level)
+        .unionByName(reconciliation_letters)
+        .withColumns(new_dead_letter_lifecycle(run_id, started))
+        .persist(StorageLevel.MEMORY_AND_DISK)
+    )
+    return RoutedFiles(rows, all_dead, tallies, quarantined, [routed, all_dead])
+
+
+def new_dead_letter_lifecycle(run_id: str, started: datetime) -> dict[str, Any]:
+    from pyspark.sql import functions as F
+
+    return {
+        "run_id": F.lit(run_id),
         "processing_timestamp": F.lit(started).cast("timestamp"),
         "status": F.lit("quarantined"),
         "attempts": F.lit(0).cast("int"),
@@ -158,17 +194,29 @@ def run_ingest(spark: SparkSession, request: IngestRequest) -> dict[str, Any]:
         "replayed_at": F.lit(None).cast("timestamp"),
         "replay_run_id": F.lit(None).cast("string"),
     }
-    all_dead = all_dead.withColumns(lifecycle).persist(StorageLevel.MEMORY_AND_DISK)
-    merge_metrics["dead_letters"] = insert_only(spark, lake, "dead_letters", ds.key, all_dead, ("dead_letter_id",))
-    record_reconciliation(
-        spark, lake, ds.key, _reconciliation_rows(spark, ds.key, request.run_id, tallies, quarantined, started)
-    )
 
-    counts = all_dead.groupBy("stage", "error_type").count().collect()
-    routed.unpersist()
-    all_dead.unpersist()
-    _fill_summary(summary, tallies, quarantined, counts, merge_metrics)
-    return finish(summary, lake)
+
+def write_routed(
+    spark: SparkSession, lake: Path, dataset: str, routed: RoutedFiles, run_id: str, started: datetime
+) -> dict[str, dict[str, int]]:
+    """MERGE Silver rows, insert dead letters, record each file's reconciliation. Idempotent, so a
+    commit conflict with a concurrent writer (a replay, another ingest) is met by doing it again."""
+    from placsp_provider.spark.silver_merge import insert_only, merge_silver, record_reconciliation, retry_on_conflict
+
+    def write() -> dict[str, dict[str, int]]:
+        metrics = merge_silver(spark, lake, dataset, routed.rows, run_id, started)
+        metrics["dead_letters"] = insert_only(
+            spark, lake, "dead_letters", dataset, routed.dead_letters, ("dead_letter_id",)
+        )
+        record_reconciliation(
+            spark,
+            lake,
+            dataset,
+            _reconciliation_rows(spark, dataset, run_id, routed.tallies, routed.quarantined, started),
+        )
+        return metrics
+
+    return retry_on_conflict(write, what=f"dataset {dataset}: Silver write of run {run_id}")
 
 
 def _tally(routed: DataFrame, pages: list[LandedPage], lake: Path) -> dict[str, FileTally]:
@@ -210,7 +258,7 @@ def _tally(routed: DataFrame, pages: list[LandedPage], lake: Path) -> dict[str, 
 
 
 def _reconciliation_dead_letters(
-    spark: SparkSession, dataset: str, tallies: dict[str, FileTally], quarantined: dict[str, str | None]
+    spark: SparkSession, dataset: str, tallies: dict[str, FileTally], quarantined: Mapping[str, str | None]
 ) -> DataFrame:
     rows = []
     for file, reason in quarantined.items():

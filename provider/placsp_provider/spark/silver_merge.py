@@ -11,8 +11,11 @@ datasets never conflict.
 
 from __future__ import annotations
 
+import logging
+import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from placsp_provider.spark.silver_schema import BUSINESS_KEYS
 from placsp_provider.spark.tables import spark_table_schema, table_path
@@ -21,6 +24,56 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 CHILD_TABLES = ("lots", "documents", "results")
+CONFLICT_ATTEMPTS = 5
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+
+def is_commit_conflict(err: BaseException) -> bool:
+    """Delta's optimistic concurrency refused a commit because another writer committed first."""
+    from delta import exceptions as delta_errors
+
+    conflicts = (
+        delta_errors.DeltaConcurrentModificationException,
+        delta_errors.ConcurrentWriteException,
+        delta_errors.MetadataChangedException,
+        delta_errors.ProtocolChangedException,
+        delta_errors.ConcurrentAppendException,
+        delta_errors.ConcurrentDeleteReadException,
+        delta_errors.ConcurrentDeleteDeleteException,
+        delta_errors.ConcurrentTransactionException,
+    )
+    return isinstance(err, conflicts) or "DELTA_CONCURRENT_" in str(err)
+
+
+def retry_on_conflict(
+    write: Callable[[], T], *, what: str, attempts: int = CONFLICT_ATTEMPTS, sleep: Callable[[float], None] = time.sleep
+) -> T:
+    """Run an idempotent write again when a concurrent writer won the commit race.
+
+    Every write of ours is a MERGE that is safe to repeat (newest wins, insert-only, conditional
+    status updates), and the whole `write` is repeated, not the failed MERGE alone: what it decided
+    from the table's old snapshot (which versions are newest) is decided again from the new one.
+    """
+    for attempt in range(1, attempts + 1):
+        try:
+            return write()
+        except Exception as err:
+            if not is_commit_conflict(err) or attempt == attempts:
+                raise
+            delay = min(0.5 * 2 ** (attempt - 1), 8.0)
+            first_line = str(err).strip().splitlines()[0][:300] if str(err).strip() else type(err).__name__
+            log.warning(
+                "%s: a concurrent writer committed first (%s); writing again in %.1f s (attempt %d of %d)",
+                what,
+                first_line,
+                delay,
+                attempt + 1,
+                attempts,
+            )
+            sleep(delay)
+    raise AssertionError("unreachable")
 
 
 def _on(keys: tuple[str, ...], dataset: str, t: str = "t", s: str = "s") -> str:

@@ -1,0 +1,84 @@
+"""placsp_dead_letter_replay: bring dead letters back into Silver once their cause is fixed.
+
+Trigger it by hand (Trigger DAG, the form below). It selects the dataset's dead letters with status
+`quarantined` or `fixed` that match the filters, re-parses them with the ingest's own code, MERGEs
+what passes into Silver (newest wins, never twice) and records on every selected dead letter what
+became of it: `replayed`, one more attempt with its new error, or `abandoned` past max_attempts.
+Start with a dry run: it reports what would be recovered and writes nothing.
+How to fix a record by hand and other recipes: docs/runbook.md.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from airflow.sdk import DAG, Param
+
+from placsp_provider.datasets import DATASETS
+from placsp_provider.operators.replay import DeadLetterReplayOperator
+
+with DAG(
+    dag_id="placsp_dead_letter_replay",
+    description="Replay PLACSP dead letters into Silver (manual, form)",
+    schedule=None,
+    start_date=datetime(2012, 1, 1, tzinfo=UTC),
+    catchup=False,
+    # Two replays of the same dead letters at once would both count an attempt; one at a time.
+    # Against placsp_daily, Delta's commit conflicts are retried (every write is idempotent).
+    max_active_runs=1,
+    # The form's lists, numbers and booleans reach the operator as such, not as their text.
+    render_template_as_native_obj=True,
+    tags=["placsp", "dead-letters"],
+    doc_md=__doc__,
+    params={
+        "dataset": Param(
+            "licitaciones",
+            type="string",
+            enum=list(DATASETS),
+            values_display={k: f"{k} ({d.syndication_id})" for k, d in DATASETS.items()},
+            description="Which dataset's dead letters",
+        ),
+        "stages": Param(
+            [],
+            type="array",
+            items={"type": "string", "enum": ["parse", "validation", "reconciliation"]},
+            uniqueItems=True,
+            description="Only these stages; empty: all",
+        ),
+        "error_types": Param(
+            [],
+            type="array",
+            items={"type": "string", "pattern": r"^[a-z_]+$"},
+            description="Only these error types, one per line (e.g. invalid_amount); empty: all",
+        ),
+        "since": Param(
+            None, type=["null", "string"], format="date", description="First UTC day the dead letter was recorded"
+        ),
+        "until": Param(
+            None, type=["null", "string"], format="date", description="Last UTC day the dead letter was recorded"
+        ),
+        "dead_letter_ids": Param(
+            [],
+            type="array",
+            items={"type": "string", "pattern": r"^[0-9a-f]{64}$"},
+            description="Only these dead_letter_id values, one per line; empty: all that match",
+        ),
+        "max_records": Param(10_000, type="integer", minimum=1, maximum=10_000_000, description="Oldest first"),
+        "max_attempts": Param(
+            3, type="integer", minimum=1, maximum=100, description="Still failing at this many attempts: abandoned"
+        ),
+        "dry_run": Param(False, type="boolean", description="Report what would be recovered; write nothing"),
+    },
+) as dag:
+    DeadLetterReplayOperator(
+        task_id="replay",
+        dataset="{{ params.dataset }}",
+        stages="{{ params.stages }}",
+        error_types="{{ params.error_types }}",
+        since="{{ params.since }}",
+        until="{{ params.until }}",
+        dead_letter_ids="{{ params.dead_letter_ids }}",
+        max_records="{{ params.max_records }}",
+        max_attempts="{{ params.max_attempts }}",
+        dry_run_only="{{ params.dry_run }}",
+    )

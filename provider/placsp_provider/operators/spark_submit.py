@@ -1,0 +1,56 @@
+"""What every PLACSP Spark job needs from spark-submit: the package, the pinned jars, Delta, a master.
+
+Shared by PlacspSilverOperator and DeadLetterReplayOperator (both `SparkSubmitOperator`s).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from pathlib import Path
+from typing import Any
+
+SPARK_CONN_DEFAULT = "spark_default"
+
+
+def prepare_spark_submit(operator: Any, workdir: Path) -> None:
+    """Set conf, jars, env and py-files on a SparkSubmitOperator just before `execute` submits."""
+    from placsp_provider.spark.jars import jar_paths, spark_env
+    from placsp_provider.spark.session import DELTA_CONF
+
+    operator.conf = {**DELTA_CONF, **(operator.conf or {})}
+    operator.jars = ",".join([*(str(p) for p in jar_paths()), *([operator.jars] if operator.jars else [])])
+    # Only what spark-submit needs: the hook turns env vars into --conf flags that it logs,
+    # so the task's whole environment (connection URIs, tokens) must never be passed.
+    env = {k: v for k, v in spark_env().items() if k in ("SPARK_HOME", "PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON")}
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
+    operator.env_vars = {**env, **(operator.env_vars or {})}
+    operator.py_files = package_zip(workdir)
+
+
+def local_master_unless_configured(hook: Any, conn_id: str) -> Any:
+    """`local[*]` with the pip-installed Spark when the Spark connection does not exist."""
+    if not connection_exists(conn_id):
+        hook._connection["master"] = "local[*]"
+    return hook
+
+
+def connection_exists(conn_id: str) -> bool:
+    from airflow.sdk import BaseHook
+
+    try:
+        BaseHook.get_connection(conn_id)
+    except Exception:  # AirflowNotFoundException moved between versions; any lookup failure means no
+        return False
+    return True
+
+
+def package_zip(folder: Path) -> str:
+    """The provider package as a zip for --py-files: executors on a cluster import it from there."""
+    import placsp_provider
+
+    package = Path(placsp_provider.__file__).resolve().parent
+    base = folder / "placsp_provider"
+    shutil.copytree(package, base / "placsp_provider", ignore=shutil.ignore_patterns("__pycache__"))
+    return shutil.make_archive(str(base), "zip", root_dir=base)
