@@ -329,7 +329,6 @@ def _extract_member(
     return Download(url, url, dest, size, digest.hexdigest(), "application/atom+xml")
 
 
-
 def iter_manifest_pages(manifest: Manifest, lake: Path) -> Iterator[tuple[LandedPage, Path]]:
     for page in manifest.pages:
         yield page, lake / page.file

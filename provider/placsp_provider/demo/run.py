@@ -2,6 +2,8 @@
 
 Spark local, Delta on local disk, Airflow on SQLite, and the bundled real pages served on
 loopback. `--live` points the same run at the live PLACSP site for yesterday instead.
+OpenLineage events go to a file (`.demo/openlineage/events.jsonl`, Spark's next to it) unless an
+OpenLineage transport is configured already (docs/lineage.md).
 Environment is set before Airflow is imported, so this module imports it lazily.
 """
 
@@ -37,6 +39,28 @@ def prepare_airflow(home: Path, dags: Path) -> None:
     subprocess.run([str(airflow), "db", "migrate"], check=True, stdout=subprocess.DEVNULL)
 
 
+def configure_lineage(folder: Path) -> Path | None:
+    """File transport for the demo's OpenLineage events, appended run after run; None when the user
+    configured OpenLineage already (e.g. HTTP to Marquez) and the events go there."""
+    namespace = os.environ.setdefault("AIRFLOW__OPENLINEAGE__NAMESPACE", "placsp")
+    configured = ("AIRFLOW__OPENLINEAGE__TRANSPORT", "AIRFLOW__OPENLINEAGE__CONFIG_PATH", "OPENLINEAGE_URL")
+    if any(os.environ.get(k) for k in configured) or any(k.startswith("OPENLINEAGE__TRANSPORT") for k in os.environ):
+        print(f"OpenLineage: namespace {namespace}, your configured transport")
+        return None
+    folder.mkdir(parents=True, exist_ok=True)
+    events = folder / "events.jsonl"
+    transport = {"type": "file", "log_file_path": str(events), "append": True}
+    os.environ["AIRFLOW__OPENLINEAGE__TRANSPORT"] = json.dumps(transport)
+    print(f"OpenLineage: namespace {namespace}, events appended to {events} (Spark's: {_spark_file(events)})")
+    return events
+
+
+def _spark_file(events: Path) -> Path:
+    from placsp_provider.lineage.spark import spark_events_file
+
+    return Path(spark_events_file(str(events)))
+
+
 def placsp_connection(base_url: str, **extras: Any) -> str:
     return json.dumps({"conn_type": "placsp", "host": base_url, "extra": extras})
 
@@ -65,6 +89,7 @@ def main(argv: list[str] | None = None) -> int:
     # The bundled 643 pages are 3 dead letters in 5 entries by design (a real broken page): the
     # dead-letter gate warns in the demo instead of turning it red. Set it to "error" to see that.
     os.environ.setdefault("PLACSP_DEAD_LETTER_SEVERITY", "warn")
+    events = configure_lineage(workdir / "openlineage")
     prepare_airflow(workdir / "airflow", _repo_root() / "dags")
 
     site = None
@@ -100,7 +125,17 @@ def main(argv: list[str] | None = None) -> int:
     status = report(dag_run, lake)
     if backfill is not None:
         status |= report(backfill, lake, "placsp_backfill")
+    if events is not None:
+        report_lineage(events)
     return status
+
+
+def report_lineage(events: Path) -> None:
+    """Where the OpenLineage events are, and how many each side wrote (both files are JSON Lines)."""
+    spark = _spark_file(events)
+    counts = {p: sum(1 for _ in p.open(encoding="utf-8")) if p.is_file() else 0 for p in (events, spark)}
+    print(f"OpenLineage events (appended run after run; docs/lineage.md): {events} ({counts[events]} from Airflow)")
+    print(f"  and {spark} ({counts[spark]} from the Spark jobs, each naming its Airflow task run as parent)")
 
 
 def report(dag_run: Any, lake: Path, dag_id: str = "placsp_daily") -> int:

@@ -5,11 +5,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseOperator, Context
 
 from placsp_provider.settings import CONN_ID_DEFAULT
+
+if TYPE_CHECKING:
+    from airflow.providers.openlineage.extractors import OperatorLineage
 
 
 class PlacspExtractOperator(BaseOperator):
@@ -54,6 +57,7 @@ class PlacspExtractOperator(BaseOperator):
         self.since = since
         self.until = until
         self.source = source
+        self._summary: dict[str, Any] | None = None  # what execute returned, for the lineage events
 
     def execute(self, context: Context) -> dict[str, Any]:
         from placsp_provider import settings
@@ -98,7 +102,24 @@ class PlacspExtractOperator(BaseOperator):
                 summary["not_well_formed"],
                 ", ".join(summary["not_well_formed_files"]),
             )
+        self._summary = summary
         return summary
+
+    # -- OpenLineage (docs/lineage.md): the feed in, the Bronze pages and the manifest out ----------
+    def get_openlineage_facets_on_start(self) -> OperatorLineage:
+        from placsp_provider.lineage import extract
+
+        return extract.on_start(self)
+
+    def get_openlineage_facets_on_complete(self, task_instance: Any) -> OperatorLineage:
+        from placsp_provider.lineage import extract
+
+        return extract.on_complete(self, self._summary)
+
+    def get_openlineage_facets_on_failure(self, task_instance: Any) -> OperatorLineage:
+        from placsp_provider.lineage import extract
+
+        return extract.on_failure(self)
 
     def _overlap(self, default: timedelta) -> timedelta:
         if self.overlap is not None:

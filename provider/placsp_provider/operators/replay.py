@@ -6,12 +6,15 @@ import json
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import Context
 
 from placsp_provider.operators.spark_submit import SPARK_CONN_DEFAULT, prepare_spark_submit
+
+if TYPE_CHECKING:
+    from airflow.providers.openlineage.extractors import OperatorLineage
 
 
 def default_application() -> str:
@@ -91,6 +94,7 @@ class DeadLetterReplayOperator(SparkSubmitOperator):
         self.max_records = max_records
         self.max_attempts = max_attempts
         self.dry_run_only = dry_run_only
+        self._summary: dict[str, Any] | None = None  # what execute returned, for the lineage events
 
     def replay_request(self, run_id: str) -> Any:
         """The typed request, validated before any JVM starts (a bad filter fails in a second)."""
@@ -121,7 +125,7 @@ class DeadLetterReplayOperator(SparkSubmitOperator):
             request_file, summary_file = Path(tmp) / "request.json", Path(tmp) / "summary.json"
             request_file.write_text(request.to_json())
             self.application_args = ["--request", str(request_file), "--summary-file", str(summary_file)]
-            prepare_spark_submit(self, Path(tmp))
+            prepare_spark_submit(self, Path(tmp), context, app_name=f"placsp_replay_{request.dataset}")
             self.log.info(
                 "dataset %s: replaying dead letters on Spark (run %s%s), filters %s",
                 request.dataset,
@@ -133,7 +137,43 @@ class DeadLetterReplayOperator(SparkSubmitOperator):
             summary: dict[str, Any] = json.loads(summary_file.read_text())
         self.log.info("%s", describe(summary))
         self.log.info("replay summary:\n%s", json.dumps(summary, indent=2, sort_keys=True))
+        self._summary = summary
         return summary
+
+    # -- OpenLineage (docs/lineage.md): dead letters in; Silver rows and dead-letter statuses out ----
+    def get_openlineage_facets_on_start(self) -> OperatorLineage:
+        from placsp_provider.lineage.guard import never_fails
+
+        return never_fails("replay", lambda: self._lineage(None))
+
+    def get_openlineage_facets_on_complete(self, task_instance: Any) -> OperatorLineage:
+        from placsp_provider.lineage.guard import never_fails
+
+        return never_fails("replay", lambda: self._lineage(self._summary))
+
+    def get_openlineage_facets_on_failure(self, task_instance: Any) -> OperatorLineage:
+        from placsp_provider.lineage.guard import never_fails
+
+        return never_fails("replay", lambda: self._lineage(None))
+
+    def _lineage(self, summary: dict[str, Any] | None) -> OperatorLineage:
+        from placsp_provider import settings
+        from placsp_provider.datasets import get_dataset
+        from placsp_provider.lineage.replay import replay_lineage
+
+        lake = Path(str(self.lake)).resolve() if self.lake else settings.lake_path()
+        dataset = get_dataset(str(self.dataset)).key
+        if summary is None:
+            return replay_lineage(lake=lake, dataset=dataset)
+        return replay_lineage(
+            lake=lake,
+            dataset=dataset,
+            selected=summary["selected"],
+            rows_written=replay_rows_written(summary),
+            dead_letters_updated=0 if summary["dry_run"] else summary["selected"],
+            by_stage=summary.get("by_stage") or {},
+            by_error_type={t: c["selected"] for t, c in summary["by_error_type"].items()},
+        )
 
     def _get_hook(self) -> Any:
         from placsp_provider.operators.spark_submit import local_master_unless_configured
@@ -154,3 +194,19 @@ def _boolean(value: bool | str) -> bool:
     if isinstance(value, bool):
         return value
     return str(value).strip().lower() in ("1", "true", "yes", "on")
+
+
+def replay_rows_written(summary: dict[str, Any]) -> dict[str, int]:
+    """Rows each lake table received from a replay: its record MERGE plus its file reprocessing."""
+    from placsp_provider.lineage.silver import rows_written
+
+    silver = summary.get("silver") or {}
+    total: dict[str, int] = {}
+    parts = [
+        {"merge": silver.get("records") or {}},
+        {"merge": silver.get("files") or {}, "files": {"ingested": len(summary.get("files_reprocessed") or [])}},
+    ]
+    for part in parts:
+        for table, rows in rows_written(part).items():
+            total[table] = total.get(table, 0) + rows
+    return {t: n for t, n in total.items() if n}

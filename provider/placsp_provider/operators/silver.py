@@ -3,18 +3,22 @@
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import sys
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import Context
 
-SPARK_CONN_DEFAULT = "spark_default"
+from placsp_provider.operators.spark_submit import (
+    SPARK_CONN_DEFAULT,
+    local_master_unless_configured,
+    prepare_spark_submit,
+)
+
+if TYPE_CHECKING:
+    from airflow.providers.openlineage.extractors import OperatorLineage
 
 
 def default_application() -> str:
@@ -32,6 +36,10 @@ class PlacspSilverOperator(SparkSubmitOperator):
     A thin `SparkSubmitOperator`: it ships the provider package (`--py-files`) and the pinned Delta
     jars, passes the lake, the run id and the extraction manifest, then reads the job's run summary
     (rows by table, dead letters by stage and error type, reconciliation) and returns it to XCom.
+
+    OpenLineage (docs/lineage.md): the task reports Bronze in and the lake's tables out, with the run
+    summary's counts; the job runs the OpenLineage Spark listener, whose events name this task run as
+    their parent.
 
     Master: the Spark connection (`conn_id`, default `spark_default`, e.g. `spark://host:7077`); when
     that connection does not exist, `local[*]` with the pip-installed Spark.
@@ -60,12 +68,11 @@ class PlacspSilverOperator(SparkSubmitOperator):
         self.dataset = dataset
         self.lake = lake
         self.manifest = manifest
+        self._summary: dict[str, Any] | None = None  # what execute returned, for the lineage events
 
     def execute(self, context: Context) -> dict[str, Any]:  # type: ignore[override]
         from placsp_provider import settings
         from placsp_provider.datasets import get_dataset
-        from placsp_provider.spark.jars import jar_paths, spark_env
-        from placsp_provider.spark.session import DELTA_CONF
         from placsp_provider.spark.silver_job import summary_path
 
         ds = get_dataset(self.dataset)
@@ -74,31 +81,39 @@ class PlacspSilverOperator(SparkSubmitOperator):
         if self.manifest and not _manifest_pages(Path(self.manifest)):
             # Nothing landed for this interval: no reason to start a JVM.
             self.log.info("dataset %s: the manifest %s lists no pages; nothing to ingest", ds.key, self.manifest)
-            return _nothing_to_do(ds.key, run_id)
+            self._summary = _nothing_to_do(ds.key, run_id)
+            return self._summary
         args = ["--dataset", ds.key, "--lake", str(lake), "--run-id", run_id]
         if self.manifest:
             args += ["--manifest", str(self.manifest)]
         self.application_args = args
-        self.conf = {**DELTA_CONF, **(self.conf or {})}
-        self.jars = ",".join([*(str(p) for p in jar_paths()), *([self.jars] if self.jars else [])])
-        # Only what spark-submit needs: the hook turns env vars into --conf flags that it logs,
-        # so the task's whole environment (connection URIs, tokens) must never be passed.
-        env = {k: v for k, v in spark_env().items() if k in ("SPARK_HOME", "PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON")}
-        env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
-        self.env_vars = {**env, **(self.env_vars or {})}
         with tempfile.TemporaryDirectory(prefix="placsp-pyfiles-") as tmp:
-            self.py_files = _package_zip(Path(tmp))
+            prepare_spark_submit(self, Path(tmp), context, app_name=f"placsp_silver_{ds.key}")
             self.log.info("dataset %s: Silver ingest of %s on Spark (run %s)", ds.key, lake, run_id)
             super().execute(context)
         summary = json.loads(summary_path(lake, ds.key, run_id).read_text())
         self.log.info("dataset %s: Silver run summary:\n%s", ds.key, json.dumps(summary, indent=2, sort_keys=True))
+        self._summary = summary
         return summary
 
+    # -- OpenLineage (docs/lineage.md): Bronze in, Silver + dead letters + reconciliation out -------
+    def get_openlineage_facets_on_start(self) -> OperatorLineage:
+        from placsp_provider.lineage import silver
+
+        return silver.on_start(self)
+
+    def get_openlineage_facets_on_complete(self, task_instance: Any) -> OperatorLineage:
+        from placsp_provider.lineage import silver
+
+        return silver.on_complete(self, self._summary, getattr(task_instance, "run_id", None))
+
+    def get_openlineage_facets_on_failure(self, task_instance: Any) -> OperatorLineage:
+        from placsp_provider.lineage import silver
+
+        return silver.on_failure(self, getattr(task_instance, "run_id", None))
+
     def _get_hook(self) -> Any:
-        hook = super()._get_hook()
-        if not _connection_exists(self._conn_id):
-            hook._connection["master"] = "local[*]"
-        return hook
+        return local_master_unless_configured(super()._get_hook(), self._conn_id)
 
 
 def _manifest_pages(path: Path) -> int:
@@ -112,23 +127,3 @@ def _nothing_to_do(dataset: str, run_id: str) -> dict[str, Any]:
     from placsp_provider.spark.silver_job import empty_summary, finish
 
     return finish(empty_summary(dataset, run_id, 0, 0), settings.lake_path())
-
-
-def _connection_exists(conn_id: str) -> bool:
-    from airflow.sdk import BaseHook
-
-    try:
-        BaseHook.get_connection(conn_id)
-    except Exception:  # AirflowNotFoundException moved between versions; any lookup failure means no
-        return False
-    return True
-
-
-def _package_zip(folder: Path) -> str:
-    """The provider package as a zip for --py-files: executors on a cluster import it from there."""
-    import placsp_provider
-
-    package = Path(placsp_provider.__file__).resolve().parent
-    base = folder / "placsp_provider"
-    shutil.copytree(package, base / "placsp_provider", ignore=shutil.ignore_patterns("__pycache__"))
-    return shutil.make_archive(str(base), "zip", root_dir=base)

@@ -1,6 +1,8 @@
 """What every PLACSP Spark job needs from spark-submit: the package, the pinned jars, Delta, a master.
 
-Shared by PlacspSilverOperator and DeadLetterReplayOperator (both `SparkSubmitOperator`s).
+Shared by PlacspSilverOperator and DeadLetterReplayOperator (both `SparkSubmitOperator`s); the
+package zip and the jars are what a cluster's executors import and load, the minimal environment
+keeps secrets out of the logged spark-submit command.
 """
 
 from __future__ import annotations
@@ -14,12 +16,17 @@ from typing import Any
 SPARK_CONN_DEFAULT = "spark_default"
 
 
-def prepare_spark_submit(operator: Any, workdir: Path) -> None:
-    """Set conf, jars, env and py-files on a SparkSubmitOperator just before `execute` submits."""
+def prepare_spark_submit(operator: Any, workdir: Path, context: Any, *, app_name: str) -> None:
+    """Set conf, jars, env and py-files on a SparkSubmitOperator just before `execute` submits.
+
+    The conf gets Delta's settings and the OpenLineage Spark listener with this task run as the
+    parent of its events (docs/lineage.md); `app_name` names the Spark job in lineage.
+    """
+    from placsp_provider.lineage.spark import with_spark_lineage
     from placsp_provider.spark.jars import jar_paths, spark_env
     from placsp_provider.spark.session import DELTA_CONF
 
-    operator.conf = {**DELTA_CONF, **(operator.conf or {})}
+    operator.conf = with_spark_lineage({**DELTA_CONF, **(operator.conf or {})}, context, app_name=app_name)
     operator.jars = ",".join([*(str(p) for p in jar_paths()), *([operator.jars] if operator.jars else [])])
     # Only what spark-submit needs: the hook turns env vars into --conf flags that it logs,
     # so the task's whole environment (connection URIs, tokens) must never be passed.

@@ -15,7 +15,9 @@ from placsp_provider.dead_letters.stats import validate_thresholds
 from placsp_provider.errors import PlacspError
 
 if TYPE_CHECKING:
-    from placsp_provider.dead_letters.stats import DeadLetterCounts, DeadLetterQuery
+    from airflow.providers.openlineage.extractors import OperatorLineage
+
+    from placsp_provider.dead_letters.stats import DeadLetterCounts, DeadLetterQuery, ThresholdCheck
 
 XCOM_KEY = "dead_letter_check"
 
@@ -42,6 +44,9 @@ class DeadLetterThresholdSensor(BaseSensorOperator):
     (no retry) with a bounded message: counts, top error types, samples, the `placsp dead-letters
     stats` command and a query that lists every row. Severity `warn` logs that message as a WARNING and
     succeeds. Either way the checks go to XCom (`return_value` and key `dead_letter_check`).
+
+    OpenLineage (docs/lineage.md): the dead-letter table is the input, with the checks as
+    `dataQualityAssertions` and the counts as `dataQualityMetrics`, on COMPLETE and on FAIL.
 
     Counting reads the Delta table with delta-rs (no Spark): the `dataset` partition and the file
     statistics of `run_id`/`status`/`stage`/`error_type` prune what is opened.
@@ -86,6 +91,9 @@ class DeadLetterThresholdSensor(BaseSensorOperator):
         self.severity = severity
         self.lake = lake
         self.deferrable = deferrable
+        # What the check concluded, for the lineage events (set before a failing check raises).
+        self._checks: tuple[ThresholdCheck, ...] = ()
+        self._counts: DeadLetterCounts | None = None
 
     # -- deferrable path --------------------------------------------------------------------------
     def execute(self, context: Context) -> Any:
@@ -171,6 +179,7 @@ class DeadLetterThresholdSensor(BaseSensorOperator):
             dataset=query.dataset,
             run_id=query.run_id,
         )
+        self._checks, self._counts = checks, counts
         passed = all(c.success for c in checks)
         message = None if passed else failure_message(checks, counts)
         result = {
@@ -188,6 +197,23 @@ class DeadLetterThresholdSensor(BaseSensorOperator):
             self.log.warning("%s", message)
             return result
         raise DeadLetterThresholdError(message, checks)
+
+    # -- OpenLineage: the dead-letter table in, with the checks and counts as data quality --------
+    def get_openlineage_facets_on_start(self) -> OperatorLineage:
+        from placsp_provider.lineage import sensor
+
+        return sensor.on_start(self)
+
+    def get_openlineage_facets_on_complete(self, task_instance: Any) -> OperatorLineage:
+        from placsp_provider.lineage import sensor
+
+        return sensor.on_complete(self, self._checks, self._counts)
+
+    def get_openlineage_facets_on_failure(self, task_instance: Any) -> OperatorLineage:
+        from placsp_provider.lineage import sensor
+
+        # A threshold that failed is the reason the task failed: its assertion goes on the FAIL event.
+        return sensor.on_complete(self, self._checks, self._counts)
 
     def _summary_timeout(self, query: DeadLetterQuery) -> str:
         from placsp_provider.dead_letters.stats import summary_file

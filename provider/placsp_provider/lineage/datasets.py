@@ -1,0 +1,113 @@
+"""Input and output datasets with their facets: schema, output statistics, data quality.
+
+Schemas come from the same explicit Arrow schemas the Spark job writes (`spark/tables.table_schema`),
+with types spelled as the OpenLineage Spark listener spells Spark's (`long`, `timestamp`,
+`decimal(38,6)`, `array` with an `_element` child), so both sides describe a table the same way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from placsp_provider.lineage.naming import DatasetName
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from openlineage.client.event_v2 import InputDataset, OutputDataset
+    from openlineage.client.facet_v2 import DatasetFacet, InputDatasetFacet, OutputDatasetFacet
+    from openlineage.client.generated.schema_dataset import SchemaDatasetFacet, SchemaDatasetFacetFields
+
+
+def input_dataset(
+    name: DatasetName,
+    *,
+    facets: Mapping[str, DatasetFacet] | None = None,
+    input_facets: Mapping[str, InputDatasetFacet] | None = None,
+) -> InputDataset:
+    from openlineage.client.event_v2 import InputDataset
+
+    return InputDataset(
+        namespace=name.namespace, name=name.name, facets=dict(facets or {}), inputFacets=dict(input_facets or {})
+    )
+
+
+def output_dataset(
+    name: DatasetName,
+    *,
+    rows: int | None = None,
+    size: int | None = None,
+    files: int | None = None,
+    facets: Mapping[str, DatasetFacet] | None = None,
+) -> OutputDataset:
+    """An output; with `rows`/`size`/`files` it carries `outputStatistics` (rows and bytes written)."""
+    from openlineage.client.event_v2 import OutputDataset
+    from openlineage.client.generated.output_statistics_output_dataset import OutputStatisticsOutputDatasetFacet
+
+    output_facets: dict[str, OutputDatasetFacet] = {}
+    if rows is not None or size is not None or files is not None:
+        output_facets["outputStatistics"] = OutputStatisticsOutputDatasetFacet(
+            rowCount=rows, size=size, fileCount=files
+        )
+    return OutputDataset(
+        namespace=name.namespace, name=name.name, facets=dict(facets or {}), outputFacets=output_facets
+    )
+
+
+def table_schema_facet(table: str) -> SchemaDatasetFacet:
+    """`schema` of a lake table, from its explicit Arrow schema (nested fields included)."""
+    from openlineage.client.generated.schema_dataset import SchemaDatasetFacet
+
+    from placsp_provider.spark.tables import table_schema
+
+    return SchemaDatasetFacet(fields=schema_fields(table_schema(table)))
+
+
+def schema_fields(fields: Iterable[pa.Field]) -> list[SchemaDatasetFacetFields]:
+    return [_field(f.name, f.type) for f in fields]
+
+
+def _field(name: str, arrow_type: pa.DataType) -> SchemaDatasetFacetFields:
+    import pyarrow as pa
+    from openlineage.client.generated.schema_dataset import SchemaDatasetFacetFields
+
+    children: list[SchemaDatasetFacetFields] = []
+    if pa.types.is_list(arrow_type) or pa.types.is_large_list(arrow_type):
+        children = [_field("_element", arrow_type.value_type)]
+    elif pa.types.is_struct(arrow_type):
+        children = [_field(arrow_type.field(i).name, arrow_type.field(i).type) for i in range(arrow_type.num_fields)]
+    elif pa.types.is_map(arrow_type):
+        children = [_field("key", arrow_type.key_type), _field("value", arrow_type.item_type)]
+    return SchemaDatasetFacetFields(name=name, type=spark_type_name(arrow_type), fields=children)
+
+
+def spark_type_name(arrow_type: Any) -> str:
+    """Spark's simple type name for an Arrow type, as the OpenLineage Spark listener reports it."""
+    import pyarrow as pa
+
+    t = pa.types
+    if t.is_list(arrow_type) or t.is_large_list(arrow_type):
+        return "array"
+    if t.is_struct(arrow_type):
+        return "struct"
+    if t.is_map(arrow_type):
+        return "map"
+    if t.is_decimal(arrow_type):
+        return f"decimal({arrow_type.precision},{arrow_type.scale})"
+    if t.is_timestamp(arrow_type):
+        return "timestamp" if arrow_type.tz else "timestamp_ntz"
+    simple = {
+        pa.string(): "string",
+        pa.large_string(): "string",
+        pa.int64(): "long",
+        pa.int32(): "integer",
+        pa.int16(): "short",
+        pa.int8(): "byte",
+        pa.bool_(): "boolean",
+        pa.float64(): "double",
+        pa.float32(): "float",
+        pa.date32(): "date",
+        pa.binary(): "binary",
+        pa.large_binary(): "binary",
+    }
+    return simple.get(arrow_type, str(arrow_type))

@@ -1,0 +1,69 @@
+"""Dataset names shared by the Airflow side and the OpenLineage Spark listener.
+
+Both sides must name a dataset identically or a catalogue shows two nodes where there is one. The
+Spark listener (openlineage-spark 1.53, measured with spark-submit on local disk) names a local file
+or a Delta table by namespace `file` and the absolute path, without a trailing slash:
+`file` + `/srv/lake/silver/entries`. The lake must be a POSIX path (docs/architecture.md), and the
+Silver operator hands Spark the resolved lake path, so names here resolve symlinks as well.
+
+The PLACSP feed is named after its URL (there is no OpenLineage convention for plain HTTP sources):
+namespace `<scheme>://<host>[:<port>]`, name the dataset's syndication folder, which holds the head
+feed, every older page and the archives: `/sindicacion/sindicacion_643`. User info and query strings
+never enter a name.
+
+Pure Python: no Airflow, no OpenLineage, no Spark.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlsplit
+
+FILE_NAMESPACE = "file"
+# The tables one Silver ingest writes, in the order the job writes them (spark/silver_job.py).
+SILVER_TABLES = ("entries", "lots", "documents", "results", "tombstones")
+DEAD_LETTER_TABLE = "dead_letters"
+RECONCILIATION_TABLE = "reconciliation"
+LAKE_TABLES = (*SILVER_TABLES, DEAD_LETTER_TABLE, RECONCILIATION_TABLE)
+
+
+@dataclass(frozen=True, order=True)
+class DatasetName:
+    """An OpenLineage dataset identity: (namespace, name)."""
+
+    namespace: str
+    name: str
+
+    def __str__(self) -> str:
+        return f"{self.namespace}:{self.name}" if self.namespace == FILE_NAMESPACE else f"{self.namespace}{self.name}"
+
+
+def local_path(path: str | Path) -> DatasetName:
+    """A file or directory on local (or mounted) disk, named as the Spark listener names it."""
+    text = str(Path(path).expanduser().resolve())
+    return DatasetName(FILE_NAMESPACE, text.rstrip("/") or "/")
+
+
+def lake_table(lake: str | Path, table: str) -> DatasetName:
+    """A Delta table of the lake: `silver/<table>`, `dead_letters` or `reconciliation` under the lake root."""
+    if table not in LAKE_TABLES:
+        raise ValueError(f"unknown lake table {table!r}; the tables are {', '.join(LAKE_TABLES)}")
+    # Same layout as spark/tables.table_path, which imports pyarrow: not worth it for a path.
+    folder = Path(lake) / table if table in (DEAD_LETTER_TABLE, RECONCILIATION_TABLE) else Path(lake) / "silver" / table
+    return local_path(folder)
+
+
+def bronze_file(lake: str | Path, relative: str) -> DatasetName:
+    """A Bronze page (or manifest) by its lake-relative path, as manifests and tables store it."""
+    return local_path(Path(lake) / relative)
+
+
+def placsp_feed(base_url: str, folder: str) -> DatasetName:
+    """A PLACSP dataset's feed: `https://<host>` + `<base path>/<folder>` (e.g. `sindicacion_643`)."""
+    parts = urlsplit(base_url)
+    if not parts.scheme or not parts.hostname:
+        raise ValueError(f"the PLACSP base URL must be absolute (scheme and host); got {base_url!r}")
+    authority = parts.hostname + (f":{parts.port}" if parts.port else "")
+    path = parts.path.rstrip("/") + "/" + folder.strip("/")
+    return DatasetName(f"{parts.scheme}://{authority}", path)

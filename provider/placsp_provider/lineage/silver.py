@@ -1,0 +1,161 @@
+"""Lineage of a Silver ingest: Bronze pages and manifests in, the lake's Delta tables out.
+
+Outputs are the five Silver tables, the dead-letter table and the reconciliation table, named as the
+OpenLineage Spark listener names them (`file` + the table's absolute path), each with its `schema`.
+Once the run summary exists, each output carries `outputStatistics.rowCount`: rows the run's MERGEs
+inserted or updated (for `entries` also the rows a tombstone marked deleted), new dead letters, one
+reconciliation row per ingested file. The `placsp_deadLetters` run facet carries the dead letters the
+run produced by stage and error type (docs/dead-letters.md: "Write semantics").
+
+Spark's own events for the same job (the listener, see `lineage.spark`) see the MERGEs but not
+through the parse step, so the Bronze -> Silver edge comes from here.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from placsp_provider.lineage.guard import never_fails
+
+if TYPE_CHECKING:
+    from airflow.providers.openlineage.extractors import OperatorLineage
+    from openlineage.client.event_v2 import InputDataset, OutputDataset
+
+    from placsp_provider.lineage.facets import PlacspDeadLettersRunFacet
+    from placsp_provider.operators.silver import PlacspSilverOperator
+
+
+def silver_lineage(
+    *, dataset: str, lake: str | Path, manifests: Iterable[Path], summary: Mapping[str, Any] | None
+) -> OperatorLineage:
+    from airflow.providers.openlineage.extractors import OperatorLineage
+
+    from placsp_provider.lineage.facets import FACET_KEY
+
+    run_facets = {FACET_KEY: run_dead_letters_facet(summary)} if summary else {}
+    return OperatorLineage(
+        inputs=bronze_inputs(lake, manifests),  # type: ignore[arg-type]
+        outputs=lake_outputs(lake, summary),  # type: ignore[arg-type]
+        run_facets=run_facets,  # type: ignore[arg-type]
+    )
+
+
+def bronze_inputs(lake: str | Path, manifests: Iterable[Path]) -> list[InputDataset]:
+    """Each manifest and each page it names (once), as the extract task reported them."""
+    from placsp_provider.bronze.layout import pages_dir
+    from placsp_provider.bronze.manifest import Manifest
+    from placsp_provider.lineage.datasets import input_dataset
+    from placsp_provider.lineage.extract import MAX_PAGE_DATASETS
+    from placsp_provider.lineage.naming import bronze_file, local_path
+
+    inputs: list[InputDataset] = []
+    pages: dict[str, str] = {}  # lake-relative file -> dataset key
+    for path in manifests:
+        if not path.is_file():
+            continue
+        manifest = Manifest.load(path)
+        inputs.append(input_dataset(local_path(path)))
+        for page in manifest.pages:
+            pages.setdefault(page.file, manifest.dataset)
+    if len(pages) <= MAX_PAGE_DATASETS:
+        inputs += [input_dataset(bronze_file(lake, f)) for f in pages]
+    else:  # the same folder the extract task reports for so many pages
+        for key in sorted(set(pages.values())):
+            inputs.append(input_dataset(local_path(pages_dir(Path(lake), key))))
+    return inputs
+
+
+def lake_outputs(lake: str | Path, summary: Mapping[str, Any] | None) -> list[OutputDataset]:
+    from placsp_provider.lineage.datasets import output_dataset, table_schema_facet
+    from placsp_provider.lineage.naming import LAKE_TABLES, lake_table
+
+    rows = rows_written(summary) if summary else {}
+    return [
+        output_dataset(lake_table(lake, t), rows=rows.get(t), facets={"schema": table_schema_facet(t)})
+        for t in LAKE_TABLES
+    ]
+
+
+def rows_written(summary: Mapping[str, Any]) -> dict[str, int]:
+    """Rows each table received from the run, from the summary's MERGE metrics."""
+    from placsp_provider.lineage.naming import RECONCILIATION_TABLE, SILVER_TABLES
+
+    merge = summary.get("merge") or {}
+    out = {
+        t: int(merge.get(t, {}).get("inserted", 0)) + int(merge.get(t, {}).get("updated", 0))
+        for t in (*SILVER_TABLES, "dead_letters")
+    }
+    out["entries"] += int(merge.get("tombstones", {}).get("applied_to_entries", 0))
+    out[RECONCILIATION_TABLE] = int((summary.get("files") or {}).get("ingested", 0))
+    return out
+
+
+def run_dead_letters_facet(summary: Mapping[str, Any]) -> PlacspDeadLettersRunFacet:
+    from placsp_provider.lineage.facets import dead_letters_facet
+
+    dead = summary.get("dead_letters") or {}
+    return dead_letters_facet(
+        dataset=str(summary["dataset"]),
+        scope="run",
+        total=dead.get("total"),
+        by_stage=dead.get("by_stage") or {},
+        by_error_type=dead.get("by_error_type") or {},
+        inserted=((summary.get("merge") or {}).get("dead_letters") or {}).get("inserted"),
+        quarantined_files=(summary.get("files") or {}).get("quarantined"),
+    )
+
+
+# -- the operator's three events --------------------------------------------------------------
+def on_start(op: PlacspSilverOperator) -> OperatorLineage:
+    return never_fails("Silver", lambda: _lineage(op, None))
+
+
+def on_complete(op: PlacspSilverOperator, result: Mapping[str, Any] | None, run_id: str | None) -> OperatorLineage:
+    """`result` is what `execute` returned; without it, the run summary file of `run_id` is read."""
+
+    def build() -> OperatorLineage:
+        return _lineage(op, result or _summary_file(op, run_id))
+
+    return never_fails("Silver", build)
+
+
+def on_failure(op: PlacspSilverOperator, run_id: str | None) -> OperatorLineage:
+    # A job that died before its summary leaves no counts; one that wrote it and then failed its
+    # conservation check leaves them, and they say what went wrong.
+    return never_fails("Silver", lambda: _lineage(op, _summary_file(op, run_id)))
+
+
+def _lineage(op: PlacspSilverOperator, summary: Mapping[str, Any] | None) -> OperatorLineage:
+    from placsp_provider.datasets import get_dataset
+
+    ds = get_dataset(op.dataset)
+    lake = _lake(op)
+    return silver_lineage(dataset=ds.key, lake=lake, manifests=_manifests(op, lake, ds.key), summary=summary)
+
+
+def _manifests(op: PlacspSilverOperator, lake: Path, dataset: str) -> list[Path]:
+    """The manifest the task ingests or, without one, every manifest of the dataset (what the job reads)."""
+    from placsp_provider.bronze.layout import bronze_dir
+
+    if op.manifest:
+        return [Path(str(op.manifest))]
+    return sorted((bronze_dir(lake, dataset) / "manifests").glob("*.json"))
+
+
+def _summary_file(op: PlacspSilverOperator, run_id: str | None) -> dict[str, Any] | None:
+    from placsp_provider.datasets import get_dataset
+    from placsp_provider.spark.silver_job import summary_path
+
+    if not run_id:
+        return None
+    path = summary_path(_lake(op), get_dataset(op.dataset).key, run_id)
+    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
+
+
+def _lake(op: PlacspSilverOperator) -> Path:
+    from placsp_provider import settings
+
+    return Path(op.lake).resolve() if op.lake else settings.lake_path()

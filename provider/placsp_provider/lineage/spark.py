@@ -1,0 +1,170 @@
+"""The spark-submit `--conf` that makes a Spark job's own OpenLineage events join the Airflow task's.
+
+`with_spark_lineage(conf, context)` adds to a job's conf:
+
+- `spark.extraListeners`: the OpenLineage Spark listener (its jar is one of the pinned `--jars`,
+  spark/jars.py), appended to listeners the conf already names;
+- `spark.openlineage.namespace`: Airflow's OpenLineage namespace, so Spark's jobs sit next to the tasks;
+- `spark.openlineage.appName` when given: the Spark job's name (`placsp_silver_<dataset>`);
+- `spark.openlineage.facets.dataSource.disabled`: that facet is invalid for local paths (below);
+- parent job information from the OpenLineage provider's own
+  `inject_parent_job_information_into_spark_properties`: `parentJobNamespace/parentJobName/parentRunId`
+  name the Airflow task run, `rootParent*` its DAG run. Spark's application event gets a `parent`
+  facet naming the task run; its per-query events name the application run as parent and the DAG
+  run as root;
+- the transport, mirroring Airflow's: for `http` (and `composite` with http members) the provider's
+  `inject_transport_information_into_spark_properties` (same URL, endpoint, auth, timeout), with the
+  API key passed bare (the provider's `Bearer <key>` would reach the server as `Bearer Bearer <key>`). The
+  provider skips every other kind, so `file` is handled here: Spark's `file` transport writes to a
+  file of its own next to Airflow's (`events.jsonl` -> `events.spark.jsonl`), because two processes
+  appending long lines to one file could interleave them. `console` stays `console`. Any other
+  transport (Kafka, a remote file, ...): no listener at all, rather than events printed into the
+  task log by the listener's default console transport; set `spark.openlineage.transport.*` in the
+  operator's `conf` to choose one, and the listener is added with it.
+
+Keys the conf already has win. Nothing is added when OpenLineage is disabled or its emission policy
+skips the task (Spark events would name a parent run that was never emitted). Every failure logs a
+warning and leaves the conf as it was: lineage never fails the job.
+
+The SparkSubmitOperator's own `openlineage_inject_parent_job_info` / `openlineage_inject_transport_info`
+(apache-spark provider 6.3.4) call the same two provider functions, but add no listener and no file
+transport; with parent keys present (as here) they leave the conf alone.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from pathlib import PurePath
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
+
+log = logging.getLogger("placsp_provider.lineage")
+
+LISTENER = "io.openlineage.spark.agent.OpenLineageSparkListener"
+_PREFIX = "spark.openlineage."
+_TRANSPORT = "spark.openlineage.transport."
+_SECRET_MARKERS = ("apikey", "headers.", "token", "password", "secret")
+
+
+def with_spark_lineage(
+    conf: Mapping[str, Any] | None, context: Context, *, app_name: str | None = None
+) -> dict[str, Any]:
+    """`conf` plus the OpenLineage listener settings for this task run (see the module docstring)."""
+    base = dict(conf or {})
+    try:
+        extra = spark_listener_conf(
+            context, app_name=app_name, has_transport=any(k.startswith(_TRANSPORT) for k in base)
+        )
+    except Exception as err:  # lineage never fails the job
+        log.warning("OpenLineage: Spark lineage not configured (%s: %s)", type(err).__name__, err)
+        return base
+    if not extra:
+        return base
+    listeners = [x.strip() for x in str(base.get("spark.extraListeners", "")).split(",") if x.strip()]
+    if LISTENER not in listeners:
+        listeners.append(LISTENER)
+    merged = {**extra, **base}
+    merged["spark.extraListeners"] = ",".join(listeners)
+    return merged
+
+
+def spark_listener_conf(
+    context: Context, *, app_name: str | None = None, has_transport: bool = False
+) -> dict[str, str]:
+    """The listener's conf for the task run in `context`; empty when its events would go nowhere useful.
+
+    `has_transport`: the job's conf already chose a `spark.openlineage.transport`, keep it.
+    """
+    from airflow.providers.openlineage import conf as ol_conf
+    from airflow.providers.openlineage.plugins.macros import lineage_job_namespace
+    from airflow.providers.openlineage.utils.spark import inject_parent_job_information_into_spark_properties
+
+    if ol_conf.is_disabled() or not _task_emits(context):
+        return {}
+    transport = {} if has_transport else transport_conf(context)
+    if transport is None:
+        return {}
+    props: dict[str, str] = {
+        "spark.extraListeners": LISTENER,
+        f"{_PREFIX}namespace": lineage_job_namespace(),
+        # The listener's `dataSource` facet for a local path says `"uri": "file"`, which is not a URI:
+        # the event then fails the spec's schema. The namespace already says `file`; drop the facet.
+        f"{_PREFIX}facets.dataSource.disabled": "true",
+    }
+    if app_name:
+        props[f"{_PREFIX}appName"] = app_name
+    props = inject_parent_job_information_into_spark_properties(props, context)
+    props.update(transport)
+    return {k: str(v) for k, v in props.items()}
+
+
+def transport_conf(context: Context) -> dict[str, str] | None:
+    """Spark transport settings mirroring Airflow's, or None when Airflow's cannot be mirrored."""
+    from airflow.providers.openlineage.plugins.listener import get_openlineage_listener
+
+    return mirror_transport(get_openlineage_listener().adapter.get_or_create_openlineage_client().transport, context)
+
+
+def mirror_transport(transport: Any, context: Context) -> dict[str, str] | None:
+    """Spark settings for an openlineage-python transport object (`file`, `console`; http via the provider)."""
+    kind = getattr(transport, "kind", None)
+    if kind == "file":
+        location = str(transport.config.log_file_path)
+        if "://" in location and not location.startswith("file://"):
+            log.info("OpenLineage: Spark's file transport writes local files only; no Spark events for %s", location)
+            return None
+        return {
+            f"{_TRANSPORT}type": "file",
+            f"{_TRANSPORT}location": spark_events_file(location.removeprefix("file://")),
+        }
+    if kind == "console":
+        return {f"{_TRANSPORT}type": "console"}
+    if kind in ("http", "composite"):
+        from airflow.providers.openlineage.utils.spark import inject_transport_information_into_spark_properties
+
+        props = _unbearer(inject_transport_information_into_spark_properties({}, context))
+        _mask_secrets(props)
+        return {k: str(v) for k, v in props.items()} or None
+    log.info(
+        "OpenLineage: transport %r is not mirrored to Spark; set spark.openlineage.transport.* in the "
+        "operator's conf to get Spark's events",
+        kind,
+    )
+    return None
+
+
+def spark_events_file(airflow_events_file: str) -> str:
+    """Where Spark's file transport writes: Airflow's file name with `.spark` before its suffix."""
+    path = PurePath(airflow_events_file)
+    return str(path.with_name(f"{path.stem}.spark{path.suffix}"))
+
+
+def _task_emits(context: Context) -> bool:
+    """False when the OpenLineage emission policy skips this task (no parent run would exist)."""
+    from airflow.providers.openlineage.utils.emission_policy import resolve_task_emission_policy
+
+    ti = context["ti"]
+    return resolve_task_emission_policy(operator=context["task"], dag_id=ti.dag_id, task_id=ti.task_id).emit
+
+
+def _unbearer(props: Mapping[str, Any]) -> dict[str, Any]:
+    """The provider (2.20.3) passes `auth.apiKey` as `Bearer <key>` (openlineage-python's `get_bearer()`),
+    and the Spark listener's `api_key` provider prefixes `Bearer ` itself: measured against a loopback
+    HTTP server, Spark then sends `Authorization: Bearer Bearer <key>`. Pass the bare key."""
+    return {
+        k: v.removeprefix("Bearer ") if k.endswith("auth.apiKey") and isinstance(v, str) else v
+        for k, v in props.items()
+    }
+
+
+def _mask_secrets(props: Mapping[str, Any]) -> None:
+    """spark-submit's hook logs every --conf and masks only keys that say `secret` or `password`:
+    register the API key and headers with Airflow's secrets masker so the task log redacts them."""
+    from airflow.sdk.log import mask_secret
+
+    for key, value in props.items():
+        if any(marker in key.lower() for marker in _SECRET_MARKERS) and value:
+            mask_secret(str(value))
