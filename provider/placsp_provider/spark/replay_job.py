@@ -223,7 +223,12 @@ def _replay_records(
     )
     from placsp_provider.spark.silver_merge import merge_silver, retry_on_conflict
 
-    source = chosen.where(F.col("record_kind").isin(list(RECORD_KINDS))).select(*REPLAY_INPUT_COLUMNS)
+    # The frozen selection is one partition (it went through a LIMIT): spread it over the cores.
+    source = (
+        chosen.where(F.col("record_kind").isin(list(RECORD_KINDS)))
+        .select(*REPLAY_INPUT_COLUMNS)
+        .repartition(max(1, spark.sparkContext.defaultParallelism))
+    )
     routed = source.mapInArrow(make_replayer(ds), replay_routed_spark_schema()).persist(StorageLevel.MEMORY_AND_DISK)
     try:
         produced: Counter[str] = Counter()
@@ -397,6 +402,7 @@ def _summary(
         "recovered": totals[RECOVERED],
         "still_failing": totals[STILL_FAILING],
         "abandoned": totals[ABANDONED],
+        "by_stage": dict(Counter(o.selected.stage for o in outcomes.values()).most_common()),
         "by_error_type": {
             t: {k: c.get(k, 0) for k in ("selected", RECOVERED, STILL_FAILING, ABANDONED)}
             for t, c in sorted(by_type.items(), key=lambda kv: -kv[1]["selected"])

@@ -88,7 +88,8 @@ def route_page(data: bytes, *, dataset: Dataset, source_file: str) -> list[pa.Re
     return out
 
 
-def _table_batches(result: PageParseResult, source_file: str) -> list[pa.RecordBatch]:
+def _table_batches(result: PageParseResult, source_file: str | None) -> list[pa.RecordBatch]:
+    """One wide batch per non-empty table; `source_file` None: each row's own (replayed records)."""
     out: list[pa.RecordBatch] = []
     for table in TABLES:
         rows: list[dict[str, Any]] = getattr(result, table)
@@ -107,14 +108,16 @@ def _table_batches(result: PageParseResult, source_file: str) -> list[pa.RecordB
             batch = pa.RecordBatch.from_pylist(rows, schema=dead_letter_arrow_schema())
         else:
             batch = record_batch(table, rows)
-        out.append(_widen(table, batch, source_file))
+        files = source_file if source_file is not None else [r.get("source_file") or r["_source_file"] for r in rows]
+        out.append(_widen(table, batch, files))
     return out
 
 
-def _widen(kind: str, batch: pa.RecordBatch, source_file: str) -> pa.RecordBatch:
+def _widen(kind: str, batch: pa.RecordBatch, source_file: str | list[str]) -> pa.RecordBatch:
     schema = routed_schema()
     n = batch.num_rows
-    columns: list[pa.Array] = [pa.array([kind] * n, pa.string()), pa.array([source_file] * n, pa.string())]
+    files = [source_file] * n if isinstance(source_file, str) else source_file
+    columns: list[pa.Array] = [pa.array([kind] * n, pa.string()), pa.array(files, pa.string())]
     for name, type_ in _struct_types().items():
         if name == kind:
             columns.append(pa.StructArray.from_arrays(batch.columns, fields=list(batch.schema)))
@@ -170,18 +173,35 @@ def replay_routed_spark_schema() -> StructType:
     return from_arrow_schema(replay_routed_schema(), prefer_timestamp_ntz=False)
 
 
-def route_dead_letter(dead_letter: dict[str, Any], *, dataset: Dataset) -> list[pa.RecordBatch]:
-    """One record-level dead letter (entry or tombstone) -> wide batches tagged with its id. Pure Python.
+def route_dead_letters(dead_letters: list[dict[str, Any]], *, dataset: Dataset) -> list[pa.RecordBatch]:
+    """Record-level dead letters (entries or tombstones) -> wide batches, each row tagged with the id
+    of the dead letter it came from. Pure Python.
 
-    Exactly one entry or tombstone row, or exactly one (new) dead letter, comes out of each.
+    Exactly one entry or tombstone row, or exactly one (new) dead letter, comes out of each. The
+    rows of all of them are gathered first: one Arrow batch per table, not one per record.
     """
-    result = parse_dead_letter(dead_letter, dataset=dataset)
-    origin = dead_letter["dead_letter_id"]
+    gathered: dict[str, list[dict[str, Any]]] = {t: [] for t in TABLES}
+    origins: dict[str, list[str]] = {t: [] for t in TABLES}
+    for dead_letter in dead_letters:
+        result = parse_dead_letter(dead_letter, dataset=dataset)
+        for table in TABLES:
+            rows = getattr(result, table)
+            gathered[table].extend(rows)
+            origins[table].extend([dead_letter["dead_letter_id"]] * len(rows))
     schema = replay_routed_schema()
-    return [
-        pa.RecordBatch.from_arrays([*b.columns, pa.array([origin] * b.num_rows, pa.string())], schema=schema)
-        for b in _table_batches(result, dead_letter["source_file"])
-    ]
+    out: list[pa.RecordBatch] = []
+    for table in TABLES:
+        if not gathered[table]:
+            continue
+        (batch,) = _table_batches(_only(table, gathered[table]), source_file=None)
+        out.append(pa.RecordBatch.from_arrays([*batch.columns, pa.array(origins[table], pa.string())], schema=schema))
+    return out
+
+
+def _only(table: str, rows: list[dict[str, Any]]) -> PageParseResult:
+    empty: dict[str, list[dict[str, Any]]] = {t: [] for t in TABLES}
+    empty[table] = rows
+    return PageParseResult(**empty, records_seen=0, entries_seen=0, tombstones_seen=0)
 
 
 def make_replayer(dataset: Dataset) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
@@ -189,7 +209,6 @@ def make_replayer(dataset: Dataset) -> Callable[[Iterator[pa.RecordBatch]], Iter
 
     def replay(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
-            for row in batch.to_pylist():
-                yield from route_dead_letter(row, dataset=dataset)
+            yield from route_dead_letters(batch.to_pylist(), dataset=dataset)
 
     return replay
