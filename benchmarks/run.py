@@ -24,6 +24,7 @@ BENCHMARKS: tuple[str, ...] = (
     "benchmarks.bench_extract",
     "benchmarks.bench_silver",
     "benchmarks.bench_dead_letters",
+    "benchmarks.bench_replay",
 )
 
 DOCS = REPO / "docs" / "benchmarks.md"
