@@ -229,7 +229,12 @@ def _replay_records(
         .select(*REPLAY_INPUT_COLUMNS)
         .repartition(max(1, spark.sparkContext.defaultParallelism))
     )
-    routed = source.mapInArrow(make_replayer(ds), replay_routed_spark_schema()).persist(StorageLevel.MEMORY_AND_DISK)
+    # Checkpointed, not just persisted: some MERGE plans (the tombstone apply) re-ran the whole re-parse
+    # from a persisted frame (measured, docs/benchmarks.md). A lost executor fails the replay, which is
+    # then simply run again.
+    routed = source.mapInArrow(make_replayer(ds), replay_routed_spark_schema()).localCheckpoint(
+        eager=True, storageLevel=StorageLevel.MEMORY_AND_DISK
+    )
     try:
         produced: Counter[str] = Counter()
         for row in (
