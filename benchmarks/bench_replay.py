@@ -21,7 +21,7 @@ project's `get_session`):
    - once, in the middle: `run_ingest` of the corrected pages into a fresh lake.
 4. Checks: every dead letter recovered, the no-op selects none, and the replayed Silver rows equal the
    ingested ones (count and xxhash64 over every column but the lineage ones). Then, in the driver
-   process alone, `route_dead_letter` over the fixed dead letters against `route_page` over the
+   process alone, `route_dead_letters` (batches of 4) over the fixed dead letters against `route_page` over the
    corrected pages: the per-record parse cost without Spark.
 
 Per-part times come from timers wrapped around the provider's own functions for the duration of the
@@ -418,7 +418,7 @@ def _single_process(spark: Any, lake: Path, pages: list[Path]) -> dict[str, Any]
     fixed dead letters vs `route_page` over the corrected pages (best of 2 each, after a small warm pass)."""
     from placsp_provider.datasets import get_dataset
     from placsp_provider.spark.page_parser import parse_dead_letter, parse_page
-    from placsp_provider.spark.routing import REPLAY_INPUT_COLUMNS, route_dead_letter, route_page
+    from placsp_provider.spark.routing import REPLAY_INPUT_COLUMNS, route_dead_letters, route_page
     from placsp_provider.spark.tables import table_path
 
     ds = get_dataset(_DATASET)
@@ -432,14 +432,16 @@ def _single_process(spark: Any, lake: Path, pages: list[Path]) -> dict[str, Any]
     ]
     datas = [(p.name, p.read_bytes()) for p in pages]
     jobs: dict[str, Callable[[], Any]] = {
-        "route_dead_letter": lambda: [route_dead_letter(d, dataset=ds) for d in letters],
+        # As mapInArrow hands them over: batches of spark.sql.execution.arrow.maxRecordsPerBatch (4).
+        "route_dead_letter": lambda: [
+            route_dead_letters(letters[i : i + 4], dataset=ds) for i in range(0, len(letters), 4)
+        ],
         "parse_dead_letter": lambda: [parse_dead_letter(d, dataset=ds) for d in letters],
         "route_page": lambda: [route_page(b, dataset=ds, source_file=n) for n, b in datas],
         "parse_page": lambda: [parse_page(b, dataset=ds, source_file=n) for n, b in datas],
     }
     out: dict[str, Any] = {"records": len(letters), "pages": len(datas)}
-    for d in letters[:20]:  # imports, lxml and pyarrow first calls: not timed
-        route_dead_letter(d, dataset=ds)
+    route_dead_letters(letters[:20], dataset=ds)  # imports, lxml and pyarrow first calls: not timed
     route_page(datas[0][1], dataset=ds, source_file=datas[0][0])
     for name, job in jobs.items():
         runs = []
@@ -721,7 +723,7 @@ def _tables(raw: dict[str, Any]) -> list[Table]:
             f"{parse[1] / reparse[1]:.2f}x" if reparse[1] > 0 else "",
         ],
         [
-            "`route_dead_letter` per record vs `route_page` per page, one process (speed)",
+            "`route_dead_letters` per record vs `route_page` per page, one process (speed)",
             f"{single['route_page'] / single['route_dead_letter']:.2f}x",
             "",
         ],
@@ -734,12 +736,14 @@ def _tables(raw: dict[str, Any]) -> list[Table]:
             "Speed ratios: reference seconds / replay seconds (below 1: the replay is slower); time ratios: "
             "first / second. CPU time ratios compare the CPU of the process tree; they move less than wall "
             "time when other sessions load the machine.",
-            f"One process, one core, the same {single['records']:,} records: `route_dead_letter` over the fixed "
-            f"dead letters {f2(single['route_dead_letter'])} s ({single['batches_per_record']:.1f} Arrow batches "
-            f"per record; `parse_dead_letter` alone {f2(single['parse_dead_letter'])} s), `route_page` over the "
+            f"One process, one core, the same {single['records']:,} records: `route_dead_letters` (batches of 4) "
+            f"over the fixed dead letters {f2(single['route_dead_letter'])} s "
+            f"({single['batches_per_record']:.1f} Arrow batches per record; `parse_dead_letter` alone "
+            f"{f2(single['parse_dead_letter'])} s), `route_page` over the "
             f"{single['pages']} corrected pages {f2(single['route_page'])} s "
             f"({single['batches_per_page']:.1f} batches per page; `parse_page` alone {f2(single['parse_page'])} s). "
-            f"The replay's input had {replay['facts'].get('replay_input_partitions', '?')} Spark partition(s).",
+            f"The replay's selection had {replay['facts'].get('replay_input_partitions', '?')} Spark partition(s); "
+            "the re-parse repartitions it over the cores.",
             "Other sessions' CPU next to the runs compared, in cores: "
             + ", ".join(
                 f"{label} {run['other_cores']:.2f}"
@@ -835,9 +839,10 @@ def _findings(raw: dict[str, Any]) -> list[str]:
         )
     out.append(
         f"The replay's re-parse takes {f2(reparse[0])} s ({f2(reparse[1])} CPU s, "
-        f"{replay['facts'].get('replay_input_partitions', '?')} Spark partition(s)) against {f2(parse[0])} s "
+        f"selection in {replay['facts'].get('replay_input_partitions', '?')} Spark partition(s), repartitioned "
+        "over the cores) against {f2(parse[0])} s "
         f"({f2(parse[1])} CPU s) for the ingest's parse of the same records from pages. Without Spark, in one "
-        f"process, `route_dead_letter` needs {f2(single['route_dead_letter'])} s for the {single['records']:,} "
+        f"process, `route_dead_letters` needs {f2(single['route_dead_letter'])} s for the {single['records']:,} "
         f"records ({single['batches_per_record']:.1f} Arrow batches per record; the parse alone, "
         f"`parse_dead_letter`, {f2(single['parse_dead_letter'])} s) and `route_page` {f2(single['route_page'])} s "
         f"for the {single['pages']} pages that hold them ({single['batches_per_page']:.1f} batches per page)."
