@@ -63,7 +63,10 @@ with DAG(
             items={"type": "string", "pattern": r"^[0-9a-f]{64}$"},
             description="Only these dead_letter_id values, one per line; empty: all that match",
         ),
-        "max_records": Param(10_000, type="integer", minimum=1, maximum=10_000_000, description="Oldest first"),
+        # Outcomes are gathered on the Spark driver: a larger backlog is replayed in several runs.
+        "max_records": Param(
+            10_000, type="integer", minimum=1, maximum=100_000, description="At most this many, oldest first"
+        ),
         "max_attempts": Param(
             3, type="integer", minimum=1, maximum=100, description="Still failing at this many attempts: abandoned"
         ),
