@@ -11,19 +11,10 @@ from typing import TYPE_CHECKING, Any
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import Context
 
-from placsp_provider.operators.spark_submit import SPARK_CONN_DEFAULT, prepare_spark_submit
+from placsp_provider.operators.spark_submit import SPARK_CONN_DEFAULT, default_application, prepare_spark_submit
 
 if TYPE_CHECKING:
     from airflow.providers.openlineage.extractors import OperatorLineage
-
-
-def default_application() -> str:
-    """include/spark/dead_letter_replay.py from a checkout, else the job module inside the package."""
-    import placsp_provider
-
-    package = Path(placsp_provider.__file__).resolve().parent
-    checkout = package.parents[1] / "include" / "spark" / "dead_letter_replay.py"
-    return str(checkout if checkout.is_file() else package / "spark" / "replay_job.py")
 
 
 class DeadLetterReplayOperator(SparkSubmitOperator):
@@ -83,7 +74,11 @@ class DeadLetterReplayOperator(SparkSubmitOperator):
         **kwargs: Any,
     ) -> None:
         kwargs.setdefault("name", f"placsp-replay-{dataset}")
-        super().__init__(application=application or default_application(), conn_id=conn_id, **kwargs)
+        super().__init__(
+            application=application or default_application("dead_letter_replay.py", "replay_job.py"),
+            conn_id=conn_id,
+            **kwargs,
+        )
         self.dataset = dataset
         self.lake = lake
         self.stages = stages

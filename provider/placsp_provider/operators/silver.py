@@ -13,21 +13,13 @@ from airflow.sdk import Context
 
 from placsp_provider.operators.spark_submit import (
     SPARK_CONN_DEFAULT,
+    default_application,
     local_master_unless_configured,
     prepare_spark_submit,
 )
 
 if TYPE_CHECKING:
     from airflow.providers.openlineage.extractors import OperatorLineage
-
-
-def default_application() -> str:
-    """include/spark/silver_ingest.py from a checkout, else the job module inside the package."""
-    import placsp_provider
-
-    package = Path(placsp_provider.__file__).resolve().parent
-    checkout = package.parents[1] / "include" / "spark" / "silver_ingest.py"
-    return str(checkout if checkout.is_file() else package / "spark" / "silver_job.py")
 
 
 class PlacspSilverOperator(SparkSubmitOperator):
@@ -64,7 +56,11 @@ class PlacspSilverOperator(SparkSubmitOperator):
         **kwargs: Any,
     ) -> None:
         kwargs.setdefault("name", f"placsp-silver-{dataset}")
-        super().__init__(application=application or default_application(), conn_id=conn_id, **kwargs)
+        super().__init__(
+            application=application or default_application("silver_ingest.py", "silver_job.py"),
+            conn_id=conn_id,
+            **kwargs,
+        )
         self.dataset = dataset
         self.lake = lake
         self.manifest = manifest

@@ -16,6 +16,16 @@ from typing import Any
 SPARK_CONN_DEFAULT = "spark_default"
 
 
+def default_application(script: str, job_module: str) -> str:
+    """`include/spark/<script>` from a checkout (what the README and docker compose run), else the
+    job module inside the installed package (`spark/<job_module>`), which has the same `main`."""
+    import placsp_provider
+
+    package = Path(placsp_provider.__file__).resolve().parent
+    checkout = package.parents[1] / "include" / "spark" / script
+    return str(checkout if checkout.is_file() else package / "spark" / job_module)
+
+
 def prepare_spark_submit(operator: Any, workdir: Path, context: Any, *, app_name: str) -> None:
     """Set conf, jars, env and py-files on a SparkSubmitOperator just before `execute` submits.
 
