@@ -29,6 +29,10 @@ class DeadLetterReplayOperator(SparkSubmitOperator):
     Every filter is templated; with the DAG's `render_template_as_native_obj=True` the form's lists,
     numbers and booleans arrive as such.
 
+    The request and the summary travel as files in a temporary folder of the task: the Spark driver
+    must run where the task runs (deploy mode `client`, spark-submit's default and the docker
+    compose stack's).
+
     :param dataset: dataset key or syndication id.
     :param lake: lake root; defaults to `$PLACSP_LAKE`.
     :param stages: only these stages (`parse`, `validation`, `reconciliation`); empty: all.
@@ -93,8 +97,6 @@ class DeadLetterReplayOperator(SparkSubmitOperator):
 
     def replay_request(self, run_id: str) -> Any:
         """The typed request, validated before any JVM starts (a bad filter fails in a second)."""
-        from datetime import date
-
         from placsp_provider import settings
         from placsp_provider.spark.replay_job import ReplayRequest
 
@@ -104,8 +106,8 @@ class DeadLetterReplayOperator(SparkSubmitOperator):
             run_id=run_id,
             stages=_strings(self.stages),
             error_types=_strings(self.error_types),
-            since=date.fromisoformat(str(self.since)) if self.since else None,
-            until=date.fromisoformat(str(self.until)) if self.until else None,
+            since=_day(self.since, "since", self.dataset),
+            until=_day(self.until, "until", self.dataset),
             dead_letter_ids=_strings(self.dead_letter_ids),
             max_records=int(self.max_records),
             max_attempts=int(self.max_attempts),
@@ -183,6 +185,19 @@ def _strings(value: Sequence[str] | str | None) -> tuple[str, ...]:
     if isinstance(value, str):
         value = value.replace(",", " ").split()
     return tuple(str(v).strip() for v in value if str(v).strip())
+
+
+def _day(value: Any, name: str, dataset: str) -> Any:
+    from datetime import date
+
+    from placsp_provider.errors import ConfigError
+
+    if not value:
+        return None
+    try:
+        return date.fromisoformat(str(value))
+    except ValueError:
+        raise ConfigError(f"replay of {dataset}: {name} must be a day (YYYY-MM-DD), not {value!r}") from None
 
 
 def _boolean(value: bool | str) -> bool:
