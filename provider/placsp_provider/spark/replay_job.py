@@ -304,12 +304,14 @@ def _replay_files(
     )
     routed = route_files(spark, ds, lake, pages, request.run_id, started)
     try:
-        produced = {r[0] for r in routed.dead_letters.select("dead_letter_id").collect()}
+        letters_now = routed.dead_letters.select(
+            "dead_letter_id", "record_kind", "source_file", "error_type", "error_message"
+        ).collect()
+        produced = {r["dead_letter_id"] for r in letters_now}
         errors = {
             r["source_file"]: (r["error_type"], r["error_message"])
-            for r in routed.dead_letters.where("record_kind NOT IN ('entry', 'tombstone')")
-            .select("source_file", "error_type", "error_message")
-            .collect()
+            for r in letters_now
+            if r["record_kind"] not in RECORD_KINDS
         }
         for s in letters:
             if s.source_file not in found:
