@@ -21,5 +21,9 @@ class PageTooLargeError(FeedError):
     """A page or archive exceeded the configured size limit; it was not landed."""
 
 
+class UntrustedUrlError(FeedError):
+    """A URL (a link in a page, a redirect) that is not on the configured site: refused, never fetched."""
+
+
 class ConfigError(PlacspError, ValueError):
     """A configuration value that cannot work; raised before any network or Spark work."""

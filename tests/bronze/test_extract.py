@@ -121,16 +121,20 @@ def test_rerunning_an_interval_changes_nothing(lake: Path, site: LoopbackSite) -
 
 
 # -- walking the chain --------------------------------------------------------------------------
-def test_walk_lands_the_window_and_stops_at_the_first_older_page(lake: Path, site: LoopbackSite) -> None:
+def test_walk_lands_the_window_and_stops_after_two_older_pages(lake: Path, site: LoopbackSite) -> None:
     _chain(site)
     manifest = _extract(site, lake)  # [Jan 5, Jan 6)
     landed = [p.url.rsplit("/", 1)[-1] for p in manifest.pages]
-    # head is entirely newer than the window: walked through, not landed. p3 holds Jan 4 items
-    # only: the walk stops there, and never asks for p4.
+    # head is entirely newer than the window: walked through, not landed. p3 (Jan 4) and p4 (Jan 3)
+    # hold only older items: the walk stops after the second, and never asks for p5.
     assert landed == ["PlataformasAgregadasSinMenores_20220105_030000.atom"]
-    assert site.hits.get(PAGE_PATH + "PlataformasAgregadasSinMenores_20220103_030000.atom") is None
-    assert manifest.stop_reason == "reached a page older than the window"
+    assert site.hits[PAGE_PATH + "PlataformasAgregadasSinMenores_20220103_030000.atom"] == 1
+    assert site.hits.get(PAGE_PATH + "PlataformasAgregadasSinMenores_20220102_030000.atom") is None
+    assert manifest.stop_reason == (
+        "2 consecutive pages entirely older than the window start 2022-01-05T00:00:00Z"
+    )
     assert (manifest.entries, manifest.tombstones) == (2, 1)
+    assert len(list((lake / "bronze" / "agregadas" / "pages").iterdir())) == 1  # held-back pages not landed
 
 
 def test_relative_next_hrefs_resolve_against_the_page_url(lake: Path, site: LoopbackSite) -> None:
@@ -250,7 +254,8 @@ def test_redirect_to_another_host_is_refused(lake: Path, site: LoopbackSite) -> 
     elsewhere = site.url("/x").replace("127.0.0.1", "localhost")
     site.routes[HEAD_1044] = Reply(b"", status=302, headers={"Location": elsewhere})
     with pytest.raises(
-        FeedError, match=r"dataset agregadas: .*redirected \(302\) to another host 'localhost', refused"
+        FeedError, match=r"dataset agregadas: .*redirected \(302\) to http://localhost:\d+/x, refused before any request: "
+        r"host localhost:\d+ is neither the configured site"
     ):
         _extract(site, lake)
 

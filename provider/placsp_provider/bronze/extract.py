@@ -1,9 +1,15 @@
 """Land every feed page that may hold entries updated in [start - overlap, end) into Bronze.
 
-The live chain is walked from the head feed through `rel="next"` (towards older pages) until a
-page whose items are all older than the window. Whatever part of the window the chain cannot
-reach (chain ended, or the page cap was hit) is served from the monthly/yearly archives.
+The live chain is walked from the head feed through `rel="next"` (towards older pages) until
+`stop_after_old_pages` consecutive pages whose items are all older than the window: one
+out-of-order page (a backdated entry) does not end the walk, and is landed when newer pages follow
+it. Every link is checked against the site's URL policy before it is fetched. Whatever part of the
+window the chain cannot reach (chain ended, or the page cap was hit) is served from the
+monthly/yearly archives, inflated member by member under a total size cap and a ratio cap.
 Used by the Airflow operator and the CLI alike.
+
+A run that fails still writes the manifest of what it landed (`complete: false`, the reason in
+`stop_reason`), so Bronze never holds a page no manifest lists; a rerun of the interval rewrites it.
 """
 
 from __future__ import annotations
@@ -13,7 +19,8 @@ import re
 import shutil
 import uuid
 import zipfile
-from collections.abc import Callable, Iterator
+import zlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
@@ -23,7 +30,7 @@ from placsp_provider.bronze import layout
 from placsp_provider.bronze.landing import land_atomically, write_text_atomically
 from placsp_provider.bronze.manifest import LandedPage, Manifest
 from placsp_provider.datasets import Dataset
-from placsp_provider.errors import ConfigError, FeedError, PageTooLargeError
+from placsp_provider.errors import ConfigError, FeedError, PageTooLargeError, PlacspError
 from placsp_provider.feed.client import Download, FeedClient, redact
 from placsp_provider.feed.page_scan import PageScan, scan_page
 from placsp_provider.feed.timestamps import isoformat
@@ -44,6 +51,9 @@ class ExtractRequest:
     run_id: str = ""
     overlap: timedelta = timedelta(hours=6)
     max_pages: int = 300
+    # Stop the walk only after this many consecutive pages entirely older than the window: the
+    # chain is ordered by publication, and one backdated page must not hide the pages after it.
+    stop_after_old_pages: int = 2
     today: date | None = None  # which archives exist depends on it; tests pin it
     source: str = "auto"  # "auto": live chain, then archives for what it cannot reach; "archives"
 
@@ -59,6 +69,8 @@ class ExtractRequest:
             raise ConfigError(f"source must be 'auto' or 'archives', got {self.source!r}")
         if self.max_pages < 1:
             raise ConfigError(f"max_pages must be at least 1, got {self.max_pages}")
+        if self.stop_after_old_pages < 1:
+            raise ConfigError(f"stop_after_old_pages must be at least 1, got {self.stop_after_old_pages}")
 
     @property
     def window_start(self) -> datetime:
@@ -81,6 +93,7 @@ def extract_interval(client: FeedClient, request: ExtractRequest, progress: Prog
         base_url=redact(client.config.base_url),
     )
     run = _Run(client, request, manifest, progress)
+    path = layout.manifest_path(request.lake, ds.key, request.start, request.end)
     try:
         use_chain = ds.has_live_feed and request.source == "auto"
         reached = run.walk_chain() if use_chain else None
@@ -91,10 +104,18 @@ def extract_interval(client: FeedClient, request: ExtractRequest, progress: Prog
             # The whole window, not just the uncovered part: a page already landed from the
             # chain has the same bytes in the archive and is recorded once (same file).
             run.from_archives(request.window_start, request.end)
+    except BaseException as err:
+        # What was landed stays listed: Bronze never holds a page that no manifest names.
+        manifest.complete = False
+        manifest.stop_reason = f"interrupted: {err}"[:500]
+        manifest.extracted_at = isoformat(datetime.now(UTC))
+        write_text_atomically(path, manifest.to_json())
+        if isinstance(err, PlacspError | KeyboardInterrupt | SystemExit):
+            raise
+        raise PlacspError(f"dataset {ds.key}: extraction failed unexpectedly: {type(err).__name__}: {err}") from err
     finally:
         shutil.rmtree(run.incoming, ignore_errors=True)
     manifest.extracted_at = isoformat(datetime.now(UTC))
-    path = layout.manifest_path(request.lake, ds.key, request.start, request.end)
     write_text_atomically(path, manifest.to_json())
     log.info(
         "dataset %s: landed %d pages (%d new), %d entries, %d tombstones; manifest %s",
@@ -126,6 +147,9 @@ class _Run:
         url: str | None = ds.head_url(self.client.config.base_url)
         seen: set[str] = set()
         oldest_seen: datetime | None = None
+        # Pages entirely older than the window, held back until we know whether newer pages follow
+        # (then they were out of order and are landed) or the walk ends on them (then they are not).
+        held: list[tuple[Download, PageScan, str]] = []
         while url is not None:
             if url in seen:
                 raise FeedError(
@@ -137,10 +161,10 @@ class _Run:
             if len(seen) >= req.max_pages:
                 self.manifest.stop_reason = f"page cap of {req.max_pages} reached; rest from archives"
                 log.warning("dataset %s: %s", ds.key, self.manifest.stop_reason)
+                self._drop(held)
                 return oldest_seen or req.end
             seen.add(url)
-            download = self._fetch(url)
-            scan = scan_page(download.path)
+            download, scan = self._fetch_page(url)
             self.manifest.pages_visited += 1
             if scan.well_formed and not scan.is_feed:
                 download.path.unlink(missing_ok=True)
@@ -149,18 +173,70 @@ class _Run:
             if oldest is not None:
                 oldest_seen = oldest if oldest_seen is None else min(oldest_seen, oldest)
             decision = _decide(scan, req.window_start, req.end)
-            if decision == "stop":
-                download.path.unlink(missing_ok=True)
-                self.manifest.stop_reason = "reached a page older than the window"
-                return None
-            if decision == "land":
-                self._land(download, scan, source="feed", url=url)
+            if decision == "older":
+                held.append((download, scan, url))
+                if len(held) >= req.stop_after_old_pages:
+                    self._drop(held)
+                    self.manifest.stop_reason = (
+                        f"{req.stop_after_old_pages} consecutive pages entirely older than the window start "
+                        f"{isoformat(req.window_start)}"
+                    )
+                    return None
             else:
-                download.path.unlink(missing_ok=True)
+                for old_download, old_scan, old_url in held:
+                    log.warning(
+                        "dataset %s: %s holds only items older than the window but newer pages follow it "
+                        "(out of order, e.g. a backdated entry): landed",
+                        ds.key,
+                        redact(old_url),
+                    )
+                    self._land(old_download, old_scan, source="feed", url=old_url)
+                held.clear()
+                if decision == "land":
+                    self._land(download, scan, source="feed", url=url)
+                else:
+                    download.path.unlink(missing_ok=True)
             href = scan.links.get("next")
-            url = urljoin(download.final_url, href) if href else None
+            next_url = urljoin(download.final_url, href) if href else None
+            if next_url is not None:
+                self.client.check_link(next_url, linked_from=url, via='rel="next" link')
+            url = next_url
+        self._drop(held)
         self.manifest.stop_reason = "end of the live chain"
         return oldest_seen or req.end
+
+    def _fetch_page(self, url: str) -> tuple[Download, PageScan]:
+        """Download and scan a page; one that ends early (cut without a Content-Length to tell) is
+        downloaded again, up to `max_truncated_retries` times, before it is landed for quarantine."""
+        retries = self.client.config.max_truncated_retries
+        for attempt in range(retries + 1):
+            download = self._fetch(url)
+            scan = scan_page(download.path)
+            if scan.well_formed or not scan.cut_short or attempt == retries:
+                if not scan.well_formed and scan.cut_short and retries:
+                    log.warning(
+                        "dataset %s: %s still ends early after %d downloads; landed for quarantine",
+                        self.req.dataset.key,
+                        redact(url),
+                        retries + 1,
+                    )
+                return download, scan
+            log.warning(
+                "dataset %s: %s ends early (%s); downloading it again (%d of %d)",
+                self.req.dataset.key,
+                redact(url),
+                scan.error,
+                attempt + 1,
+                retries,
+            )
+            download.path.unlink(missing_ok=True)
+        raise AssertionError("unreachable")
+
+    @staticmethod
+    def _drop(held: list[tuple[Download, PageScan, str]]) -> None:
+        for download, _scan, _url in held:
+            download.path.unlink(missing_ok=True)
+        held.clear()
 
     # -- archives ---------------------------------------------------------------------------
     def from_archives(self, lo: datetime, hi: datetime) -> None:
@@ -168,7 +244,7 @@ class _Run:
         today = self.req.today or datetime.now(UTC).date()
         for year, month in _archives_covering(ds, lo, hi, today):
             url = ds.archive_url(self.client.config.base_url, year, month)
-            self.manifest.archives.append(url)
+            self.manifest.archives.append(redact(url))
             log.info("dataset %s: reading archive %s for %s..%s", ds.key, redact(url), isoformat(lo), isoformat(hi))
             tmp = self.incoming / f"archive-{uuid.uuid4().hex}.zip"
             self.client.download(url, tmp, limit=self.client.config.max_archive_bytes, what="archive")
@@ -178,24 +254,25 @@ class _Run:
                 tmp.unlink(missing_ok=True)
 
     def _land_members(self, archive_url: str, zip_path: Path, lo: datetime, hi: datetime) -> None:
-        ds = self.req.dataset
+        ds, config = self.req.dataset, self.client.config
         try:
             archive = zipfile.ZipFile(zip_path)
-        except zipfile.BadZipFile as err:
+        except (zipfile.BadZipFile, OSError) as err:
             raise FeedError(ds.key, redact(archive_url), f"is not a readable zip archive ({err})") from err
+        budget = _InflateBudget(config.max_archive_inflated_bytes, config.max_compression_ratio)
         with archive:
             members = [m for m in archive.infolist() if m.filename.endswith(".atom")]
             wanted = _members_for_window(members, lo, hi)
             for n, member in enumerate(wanted, 1):
                 url = f"{archive_url}#{member.filename}"
-                if member.file_size > self.client.config.max_page_bytes:
+                if member.file_size > config.max_page_bytes:
                     raise PageTooLargeError(
                         ds.key,
                         redact(url),
                         f"archive member is {member.file_size:,} bytes, over max_page_bytes; not landed",
                     )
                 tmp = self.incoming / f"member-{uuid.uuid4().hex}.atom"
-                download = _extract_member(archive, member, tmp, url, self.client.config.max_page_bytes, ds.key)
+                download = extract_member(archive, member, tmp, url, config.max_page_bytes, ds.key, budget)
                 scan = scan_page(tmp)
                 self.manifest.pages_visited += 1
                 if _decide(scan, lo, hi) == "land":
@@ -212,7 +289,14 @@ class _Run:
         ds, lake = self.req.dataset, self.req.lake
         name = url.rsplit("#", 1)[-1].rsplit("/", 1)[-1]
         final = layout.page_file(lake, ds.key, name, download.sha256)
-        new = land_atomically(download.path, final)
+        try:
+            new = land_atomically(download.path, final)
+        except OSError as err:  # a full disk, permissions: the page is not landed, say where and why
+            download.path.unlink(missing_ok=True)
+            raise PlacspError(
+                f"dataset {ds.key}: {redact(url)}: could not land the page into {final.parent}: "
+                f"{err.strerror or err}; nothing partial was left in Bronze"
+            ) from err
         relative = str(final.relative_to(lake))
         if any(p.file == relative for p in self.manifest.pages):
             return  # the same bytes reached twice (live chain and archive): count them once
@@ -242,7 +326,7 @@ class _Run:
 
 
 def _decide(scan: PageScan, lo: datetime, hi: datetime) -> str:
-    """`land` a page that may hold items in [lo, hi), `skip` one entirely newer, `stop` at one
+    """`land` a page that may hold items in [lo, hi), `skip` one entirely newer, `older` for one
     entirely older. A page that is not well-formed is always landed: we cannot tell."""
     if not scan.well_formed:
         return "land"
@@ -252,7 +336,7 @@ def _decide(scan: PageScan, lo: datetime, hi: datetime) -> str:
         # dead-letter them; an empty page holds nothing to land.
         return "land" if scan.items else "skip"
     if newest < lo:
-        return "stop"
+        return "older"
     if oldest >= hi:
         return "skip"
     return "land"
@@ -271,28 +355,35 @@ def _archives_covering(ds: Dataset, lo: datetime, hi: datetime, today: date) -> 
     return out
 
 
+def member_stamp(member: zipfile.ZipInfo) -> datetime | None:
+    """The publication stamp in an archive member's name (`..._YYYYMMDD_HHMMSS[_n].atom`), or None
+    when the name has none, or one that is no real date (such a member is decided on its content)."""
+    match = _MEMBER_STAMP.search(member.filename)
+    if not match:
+        return None
+    try:
+        # Stamps are the producer's local time (Europe/Madrid, +01/+02): callers widen by a day
+        # instead of guessing the offset.
+        return datetime.strptime(match.group(1) + match.group(2), "%Y%m%d%H%M%S").replace(tzinfo=UTC)
+    except ValueError:
+        log.warning("archive member %r: the date in its name is impossible; decided on its content", member.filename)
+        return None
+
+
 def _members_for_window(members: list[zipfile.ZipInfo], lo: datetime, hi: datetime) -> list[zipfile.ZipInfo]:
     """Archive members that may hold items in [lo, hi), by the timestamp in their names.
 
     A page stamped T holds items older than T (and newer than the previous page's stamp), so pages
     stamped before `lo` are skipped, and after `hi` only the first one is kept. Members without a
-    stamp in their name are always kept (scanned and decided on content).
+    (real) stamp in their name are always kept (scanned and decided on content).
     """
-
-    def stamp(m: zipfile.ZipInfo) -> datetime | None:
-        match = _MEMBER_STAMP.search(m.filename)
-        if not match:
-            return None
-        # Stamps are the producer's local time (Europe/Madrid, +01/+02): widen by a day instead
-        # of guessing the offset.
-        return datetime.strptime(match.group(1) + match.group(2), "%Y%m%d%H%M%S").replace(tzinfo=UTC)
-
-    dated = sorted((m for m in members if stamp(m) is not None), key=lambda m: stamp(m))  # type: ignore[arg-type, return-value]
-    keep = [m for m in members if stamp(m) is None]
+    stamps = {id(m): member_stamp(m) for m in members}
+    dated = sorted((m for m in members if stamps[id(m)] is not None), key=lambda m: stamps[id(m)])  # type: ignore[arg-type, return-value]
+    keep = [m for m in members if stamps[id(m)] is None]
     slack = timedelta(days=1)
     after_hi = 0
     for m in dated:
-        t = stamp(m)
+        t = stamps[id(m)]
         assert t is not None
         if t < lo - slack:
             continue
@@ -304,11 +395,34 @@ def _members_for_window(members: list[zipfile.ZipInfo], lo: datetime, hi: dateti
     return keep
 
 
-def _extract_member(
-    archive: zipfile.ZipFile, member: zipfile.ZipInfo, dest: Path, url: str, limit: int, dataset: str
+# A member this small is never a bomb, whatever its ratio (tiny pages of repeated markup compress well).
+_RATIO_FLOOR = 1 << 20
+
+
+@dataclass
+class _InflateBudget:
+    """Caps on what one archive may inflate to: in total, and per member byte in the zip."""
+
+    total: int
+    ratio: int
+    used: int = 0
+
+
+def extract_member(
+    archive: zipfile.ZipFile,
+    member: zipfile.ZipInfo,
+    dest: Path,
+    url: str,
+    limit: int,
+    dataset: str,
+    budget: _InflateBudget | None = None,
 ) -> Download:
+    """Inflate one member to `dest` under the page limit and the archive's budget; a named error
+    (and no file left behind) when it is encrypted, unreadable or inflates too much."""
     import hashlib
 
+    if member.flag_bits & 0x1:
+        raise FeedError(dataset, redact(url), "archive member is encrypted; it cannot be read, not landed")
     digest = hashlib.sha256()
     size = 0
     dest.parent.mkdir(parents=True, exist_ok=True)
@@ -318,17 +432,32 @@ def _extract_member(
                 size += len(chunk)
                 if size > limit:  # the declared size can lie (zip bomb): count what we inflate
                     raise PageTooLargeError(dataset, redact(url), f"inflates past {limit:,} bytes; not landed")
+                if budget is not None:
+                    budget.used += len(chunk)
+                    if budget.used > budget.total:
+                        raise PageTooLargeError(
+                            dataset,
+                            redact(url),
+                            f"the archive inflates past max_archive_inflated_bytes ({budget.total:,} bytes) "
+                            "at this member; not landed",
+                        )
+                    if size > _RATIO_FLOOR and size > budget.ratio * max(member.compress_size, 1):
+                        raise PageTooLargeError(
+                            dataset,
+                            redact(url),
+                            f"archive member inflates more than {budget.ratio}:1 ({member.compress_size:,} "
+                            f"bytes in the zip, over {size:,} inflated so far): a zip bomb? not landed "
+                            "(raise max_compression_ratio if the archive is legitimate)",
+                        )
                 digest.update(chunk)
                 out.write(chunk)
-    except (zipfile.BadZipFile, OSError, EOFError) as err:
+    except (zipfile.BadZipFile, EOFError, RuntimeError, NotImplementedError, zlib.error) as err:
         dest.unlink(missing_ok=True)
         raise FeedError(dataset, redact(url), f"archive member cannot be read ({err})") from err
+    except OSError as err:
+        dest.unlink(missing_ok=True)
+        raise FeedError(dataset, redact(url), f"archive member cannot be inflated to {dest.parent} ({err})") from err
     except BaseException:
         dest.unlink(missing_ok=True)
         raise
     return Download(url, url, dest, size, digest.hexdigest(), "application/atom+xml")
-
-
-def iter_manifest_pages(manifest: Manifest, lake: Path) -> Iterator[tuple[LandedPage, Path]]:
-    for page in manifest.pages:
-        yield page, lake / page.file

@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 from pathlib import Path
 
@@ -31,9 +32,16 @@ def manifest_path(lake: Path, dataset: str, start: datetime, end: datetime) -> P
     return bronze_dir(lake, dataset) / "manifests" / f"{stamp}.json"
 
 
+# A page's file name keeps the name it was published under, made safe for any filesystem: only
+# these characters, and short enough (the content hash keeps it unique; the manifest keeps the URL).
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+_MAX_STEM = 120
+
+
 def page_file(lake: Path, dataset: str, name: str, sha256: str) -> Path:
     stem = name.rsplit("/", 1)[-1]
     stem = stem[: -len(".atom")] if stem.endswith(".atom") else stem
+    stem = _UNSAFE.sub("_", stem).lstrip(".")[:_MAX_STEM] or "page"
     return pages_dir(lake, dataset) / f"{stem}.{sha256[:16]}.atom"
 
 

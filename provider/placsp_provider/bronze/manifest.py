@@ -70,7 +70,8 @@ class Manifest:
     pages: list[LandedPage] = field(default_factory=list)
     archives: list[str] = field(default_factory=list)
     pages_visited: int = 0
-    stop_reason: str = ""
+    stop_reason: str = ""  # why the walk ended, or `interrupted: <error>` for a run that failed
+    complete: bool = True  # False: the run failed; the pages listed were landed, others may be missing
     extracted_at: str = ""
     version: int = MANIFEST_VERSION
 
@@ -98,6 +99,7 @@ class Manifest:
             "archives": len(self.archives),
             "pages_visited": self.pages_visited,
             "stop_reason": self.stop_reason,
+            "complete": self.complete,
         }
 
     def to_json(self) -> str:

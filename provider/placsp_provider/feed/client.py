@@ -1,17 +1,22 @@
 """HTTP access to the PLACSP site: bounded, retried, verified, streamed to disk.
 
-One `requests.Session` per client (closed with the client). Redirects are followed by hand so a
-redirect to a host we do not trust is refused instead of silently followed. Bodies stream to a
-file with a running sha256 and a hard size cap, so memory stays flat whatever the page size.
+One `requests.Session` per client (closed with the client). Every URL, and every redirect hop
+(followed by hand), passes `url_policy` before any request: same scheme, host and port as the
+configured site, or an allowed host; credentials only to the site's own origin. Bodies stream to a
+file with a running sha256 and hard caps (wire bytes against `Content-Length`, decompressed bytes
+against the size limit, a total deadline per download), so memory stays flat whatever the page
+size and a trickling server cannot hold a run forever.
 """
 
 from __future__ import annotations
 
+import contextlib
 import email.utils
 import hashlib
 import logging
 import random
 import re
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -23,8 +28,9 @@ from urllib.parse import urljoin, urlsplit, urlunsplit
 import requests
 
 from placsp_provider import __version__
-from placsp_provider.datasets import LIVE_BASE_URL, PLACSP_HOSTS
-from placsp_provider.errors import ConfigError, FeedError, PageTooLargeError
+from placsp_provider.datasets import LIVE_BASE_URL
+from placsp_provider.errors import ConfigError, FeedError, PageTooLargeError, UntrustedUrlError
+from placsp_provider.feed.url_policy import UrlPolicy
 
 log = logging.getLogger(__name__)
 
@@ -45,10 +51,21 @@ class ClientConfig:
     backoff_max: float = 120.0
     max_consecutive_failures: int = 8  # across a whole run: the site is down, stop hammering it
     max_page_bytes: int = 256 * 1024 * 1024
-    max_archive_bytes: int = 8 * 1024 * 1024 * 1024
+    max_archive_bytes: int = 8 * 1024 * 1024 * 1024  # the zip as downloaded
+    # What an archive may inflate to, all members together, and how much one member may inflate per
+    # byte it takes in the zip (real pages compress about 10:1; a zip bomb 1000:1).
+    max_archive_inflated_bytes: int = 64 * 1024 * 1024 * 1024
+    max_compression_ratio: int = 200
     max_redirects: int = 5
+    # A total deadline per download (seconds), whatever the server's pace: read_timeout is per read,
+    # so a server sending a byte a second would otherwise keep a download alive for ever.
+    page_deadline: float = 600.0
+    archive_deadline: float = 4 * 3600.0
+    # A page that ends early (not well-formed, no `</feed>`) is downloaded again this many times
+    # before it is landed for quarantine: a cut connection without Content-Length looks like that.
+    max_truncated_retries: int = 2
     verify: bool | str = True  # True, or a CA bundle path (the site chains to the FNMT root)
-    allowed_hosts: tuple[str, ...] = ()  # redirects may only go to these (plus the base URL's host)
+    allowed_hosts: tuple[str, ...] = ()  # `host` or `host:port` fetched besides the base URL's origin
     user_agent: str = f"airflow-provider-placsp/{__version__} (+https://pypi.org/project/airflow-provider-placsp/)"
     auth: tuple[str, str] | None = field(default=None, repr=False)  # never printed
 
@@ -59,17 +76,31 @@ class ClientConfig:
         for name in ("connect_timeout", "read_timeout", "backoff_base", "backoff_max"):
             if getattr(self, name) < 0:
                 raise ConfigError(f"{name} must be >= 0, got {getattr(self, name)}")
-        for name in ("max_retries", "max_consecutive_failures", "max_page_bytes", "max_archive_bytes"):
-            if getattr(self, name) < (0 if name == "max_retries" else 1):
+        for name in ("page_deadline", "archive_deadline"):
+            if getattr(self, name) <= 0:
+                raise ConfigError(f"{name} must be > 0 seconds, got {getattr(self, name)}")
+        for name in ("max_retries", "max_truncated_retries"):
+            if getattr(self, name) < 0:
+                raise ConfigError(f"{name} must be >= 0, got {getattr(self, name)}")
+        for name in (
+            "max_consecutive_failures",
+            "max_page_bytes",
+            "max_archive_bytes",
+            "max_archive_inflated_bytes",
+            "max_compression_ratio",
+        ):
+            if getattr(self, name) < 1:
                 raise ConfigError(f"{name} is out of range: {getattr(self, name)}")
         if isinstance(self.verify, str) and not Path(self.verify).is_file():
             raise ConfigError(f"CA bundle {self.verify!r} does not exist or is not a file")
+        try:
+            UrlPolicy.for_base(self.base_url, self.allowed_hosts)
+        except ValueError as err:
+            raise ConfigError(f"allowed_hosts must be `host` or `host:port` entries: {err}") from err
 
     @property
-    def trusted_hosts(self) -> frozenset[str]:
-        own = urlsplit(self.base_url).hostname or ""
-        defaults = PLACSP_HOSTS if own in PLACSP_HOSTS else ()
-        return frozenset({own, *defaults, *self.allowed_hosts})
+    def url_policy(self) -> UrlPolicy:
+        return UrlPolicy.for_base(self.base_url, self.allowed_hosts)
 
 
 @dataclass(frozen=True)
@@ -109,12 +140,20 @@ class FeedClient:
         self.dataset = dataset
         self._sleep = sleep
         self._consecutive_failures = 0
+        self.policy = config.url_policy
         self.session = requests.Session()
         self.session.headers["User-Agent"] = config.user_agent
         self.session.headers["Accept"] = "application/atom+xml, application/zip;q=0.9, */*;q=0.1"
         self.session.verify = config.verify
-        if config.auth:
-            self.session.auth = config.auth
+        # No session-level auth: requests would send it to every URL. It goes per request, and only
+        # to the base URL's own origin (see `_get_following_redirects`).
+        if config.verify is False:
+            log.warning(
+                "dataset %s: TLS certificate verification is OFF for %s (connection extra verify=false): "
+                "pages could be altered in transit; pass the FNMT CA with ca_bundle instead",
+                dataset,
+                redact(config.base_url),
+            )
 
     def close(self) -> None:
         self.session.close()
@@ -126,9 +165,23 @@ class FeedClient:
         self.close()
 
     # -- public -----------------------------------------------------------------------------
+    def check_link(self, url: str, *, linked_from: str, via: str) -> None:
+        """Refuse (before any request) a URL the feed points to that is not on the site."""
+        why = self.policy.refusal(url)
+        if why is not None:
+            raise UntrustedUrlError(
+                self.dataset,
+                redact(linked_from),
+                f"its {via} {redact(url)} is refused: {why}; nothing was fetched from it "
+                f"({self.policy.describe()}; add the host to allowed_hosts if it is legitimate)",
+            )
+
     def download(self, url: str, dest: Path, *, limit: int | None = None, what: str = "page") -> Download:
         """Stream `url` to `dest`, retrying transient failures; raise FeedError when it cannot."""
         limit = limit or self.config.max_page_bytes
+        why = self.policy.refusal(url)
+        if why is not None:
+            raise UntrustedUrlError(self.dataset, redact(url), f"refused before any request: {why}")
         attempt = 0
         while True:
             try:
@@ -159,6 +212,11 @@ class FeedClient:
                 self._sleep(delay)
                 attempt += 1
                 continue
+            except OSError as err:  # the disk, not the network (requests' errors are caught inside)
+                dest.unlink(missing_ok=True)
+                raise FeedError(
+                    self.dataset, redact(url), f"could not write the {what} to {dest.parent}: {err.strerror or err}"
+                ) from err
             except BaseException:
                 dest.unlink(missing_ok=True)
                 raise
@@ -167,54 +225,106 @@ class FeedClient:
 
     # -- one attempt ------------------------------------------------------------------------
     def _download_once(self, url: str, dest: Path, limit: int, what: str) -> Download:
-        response = self._get_following_redirects(url)
-        with response:
-            ctype = response.headers.get("Content-Type", "")
-            declared = response.headers.get("Content-Length")
-            if declared is not None and declared.isdigit() and int(declared) > limit:
-                raise PageTooLargeError(
-                    self.dataset,
-                    redact(url),
-                    f"{what} is {int(declared):,} bytes, over the limit of {limit:,} bytes "
-                    "(raise max_page_bytes / max_archive_bytes in the connection extras); not landed",
-                )
-            digest = hashlib.sha256()
-            size = 0
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            try:
-                with dest.open("wb") as out:
-                    for chunk in response.iter_content(_CHUNK):
-                        size += len(chunk)
-                        if size > limit:
-                            raise PageTooLargeError(
-                                self.dataset,
-                                redact(url),
-                                f"{what} exceeded the limit of {limit:,} bytes while streaming; not landed",
-                            )
-                        digest.update(chunk)
-                        out.write(chunk)
-            except (requests.exceptions.ChunkedEncodingError, requests.exceptions.ConnectionError) as err:
-                dest.unlink(missing_ok=True)
-                expected = f" of {declared} announced" if declared else ""
-                raise _TransientError(f"download cut short after {size:,} bytes{expected}") from err
-            except requests.exceptions.Timeout as err:
-                dest.unlink(missing_ok=True)
-                raise _TransientError(f"read timed out after {size:,} bytes") from err
-            except PageTooLargeError:
-                dest.unlink(missing_ok=True)
-                raise
-            if declared is not None and declared.isdigit() and size != int(declared):
-                dest.unlink(missing_ok=True)
-                raise _TransientError(f"download cut short: {size:,} of {int(declared):,} bytes")
-            if size == 0:
-                raise _TransientError("empty response body (0 bytes)")
-            if what == "page":
-                self._refuse_html(url, dest, ctype)
-            return Download(url, response.url, dest, size, digest.hexdigest(), ctype)
+        budget = self.config.archive_deadline if what == "archive" else self.config.page_deadline
+        deadline = time.monotonic() + budget
+        response = self._get_following_redirects(url, deadline)
+        # A watchdog: `read_timeout` bounds each read, not the whole body. Past the deadline the
+        # socket is shut down, which ends a read blocked on a trickling server.
+        expired = threading.Event()
 
-    def _get_following_redirects(self, url: str) -> requests.Response:
+        def _expire() -> None:
+            expired.set()
+            # Already released or closed: nothing left to end.
+            with contextlib.suppress(ValueError, RuntimeError, OSError):
+                response.raw.shutdown()
+
+        watchdog = threading.Timer(max(0.0, deadline - time.monotonic()), _expire)
+        watchdog.daemon = True
+        watchdog.start()
+        try:
+            with response:
+                return self._stream_body(response, url, dest, limit, what, expired, budget)
+        finally:
+            watchdog.cancel()
+
+    def _stream_body(
+        self,
+        response: requests.Response,
+        url: str,
+        dest: Path,
+        limit: int,
+        what: str,
+        expired: threading.Event,
+        budget: float,
+    ) -> Download:
+        ctype = response.headers.get("Content-Type", "")
+        declared = _content_length(response.headers.get("Content-Length"))
+        encoded = response.headers.get("Content-Encoding", "identity").strip().lower() not in ("", "identity")
+        # Content-Length counts the bytes on the wire; compare it with those, and cap what they
+        # decompress to with the size limit (a small gzip body can inflate a thousandfold).
+        if declared is not None and not encoded and declared > limit:
+            raise PageTooLargeError(
+                self.dataset,
+                redact(url),
+                f"{what} is {declared:,} bytes, over the limit of {limit:,} bytes "
+                "(raise max_page_bytes / max_archive_bytes in the connection extras); not landed",
+            )
+        digest = hashlib.sha256()
+        size = 0
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            with dest.open("wb") as out:
+                for chunk in response.iter_content(_CHUNK):
+                    size += len(chunk)
+                    if size > limit:
+                        raise PageTooLargeError(
+                            self.dataset,
+                            redact(url),
+                            f"{what} exceeded the limit of {limit:,} bytes"
+                            f"{' once decompressed' if encoded else ''} while streaming; not landed",
+                        )
+                    digest.update(chunk)
+                    out.write(chunk)
+        except (requests.exceptions.ChunkedEncodingError, requests.exceptions.ConnectionError) as err:
+            dest.unlink(missing_ok=True)
+            if expired.is_set():
+                raise _TransientError(f"download exceeded its deadline of {budget:.0f} s") from err
+            expected = f" of {declared:,} announced" if declared is not None else ""
+            raise _TransientError(f"download cut short after {_wire(response, size):,} bytes{expected}") from err
+        except requests.exceptions.Timeout as err:
+            dest.unlink(missing_ok=True)
+            raise _TransientError(f"read timed out after {_wire(response, size):,} bytes") from err
+        except requests.exceptions.ContentDecodingError as err:
+            dest.unlink(missing_ok=True)
+            raise _TransientError(f"the {response.headers.get('Content-Encoding')} body cannot be decoded") from err
+        except BaseException:
+            dest.unlink(missing_ok=True)
+            raise
+        if expired.is_set():
+            dest.unlink(missing_ok=True)
+            raise _TransientError(f"download exceeded its deadline of {budget:.0f} s")
+        wire = _wire(response, size)
+        if declared is not None and wire != declared:
+            dest.unlink(missing_ok=True)
+            raise _TransientError(f"download cut short: {wire:,} of {declared:,} bytes")
+        if size == 0:
+            dest.unlink(missing_ok=True)
+            raise _TransientError("empty response body (0 bytes)")
+        if what == "page":
+            self._refuse_html(url, dest, ctype)
+        return Download(url, response.url, dest, size, digest.hexdigest(), ctype)
+
+    def _get_following_redirects(self, url: str, deadline: float) -> requests.Response:
         current = url
+        hop = ""  # how the current URL was reached, for the refusal message
         for _ in range(self.config.max_redirects + 1):
+            if time.monotonic() > deadline:
+                raise _TransientError("download exceeded its deadline while following redirects")
+            why = self.policy.refusal(current)
+            if why is not None:
+                raise UntrustedUrlError(
+                    self.dataset, redact(url), f"{hop} to {redact(current)}, refused before any request: {why}"
+                )
             try:
                 response = self.session.get(
                     current,
@@ -224,6 +334,7 @@ class FeedClient:
                     # Per request: requests lets REQUESTS_CA_BUNDLE override a session-level
                     # `verify`, which would silently drop the configured FNMT bundle.
                     verify=self.config.verify,
+                    auth=self.config.auth if self.policy.may_send_credentials(current) else None,
                 )
             except requests.exceptions.SSLError as err:
                 raise FeedError(
@@ -236,24 +347,14 @@ class FeedClient:
                 raise _TransientError(f"timed out ({_first_line(err)})") from err
             except requests.exceptions.ConnectionError as err:
                 raise _TransientError(f"connection failed ({_first_line(err)})") from err
+            except requests.exceptions.RequestException as err:  # a URL requests cannot use
+                raise FeedError(self.dataset, redact(current), f"cannot be requested ({_first_line(err)})") from err
             status = response.status_code
             if status in _REDIRECT_STATUS:
                 location = response.headers.get("Location", "")
                 response.close()
-                target = urljoin(current, location)
-                host = urlsplit(target).hostname or ""
-                if urlsplit(current).scheme == "https" and urlsplit(target).scheme != "https":
-                    raise FeedError(
-                        self.dataset, redact(url), f"redirected ({status}) from https to {redact(target)}, refused"
-                    )
-                if host not in self.config.trusted_hosts:
-                    raise FeedError(
-                        self.dataset,
-                        redact(url),
-                        f"redirected ({status}) to another host {host!r}, refused; trusted hosts: "
-                        f"{', '.join(sorted(self.config.trusted_hosts))} (add it to allowed_hosts if legitimate)",
-                    )
-                current = target
+                current = urljoin(current, location)
+                hop = f"redirected ({status})"
                 continue
             if status == 200:
                 return response
@@ -271,15 +372,14 @@ class FeedClient:
 
     def _refuse_html(self, url: str, dest: Path, ctype: str) -> None:
         with dest.open("rb") as fh:
-            head = fh.read(2048)
-        start = head.lstrip().lower()
-        if "html" in ctype.lower() or start.startswith((b"<!doctype html", b"<html")):
+            head = fh.read(_HTML_SNIFF_BYTES)
+        if "html" in ctype.lower() or looks_like_html(head):
             title = ""
             lower = head.lower()
             i = lower.find(b"<title>")
             if i >= 0:
                 j = lower.find(b"</title>", i)
-                title = head[i + 7 : j if j > 0 else i + 87].decode("utf-8", "replace").strip()
+                title = head[i + 7 : j if j > 0 else i + 87].decode("utf-8", "replace").strip()[:80]
             dest.unlink(missing_ok=True)
             # Maintenance pages come and go: worth a retry before failing.
             raise _TransientError(
@@ -300,13 +400,43 @@ class _TransientError(Exception):
         self.retry_after = retry_after
 
 
+_HTML_SNIFF_BYTES = 8192
+# What may stand before the first element: a BOM, whitespace, comments, processing instructions.
+_LEADING_NOISE = re.compile(rb"(?:\xef\xbb\xbf|\s+|<!--.*?-->|<\?.*?\?>)*", re.DOTALL)
+
+
+def looks_like_html(head: bytes) -> bool:
+    """True when the first element (after a BOM, whitespace, comments, PIs) is an HTML one."""
+    start = head[_LEADING_NOISE.match(head).end() :].lower()  # type: ignore[union-attr]
+    return start.startswith((b"<!doctype html", b"<html", b"<head", b"<body"))
+
+
+def _digits(value: str | None) -> int | None:
+    """A header made of ASCII digits only, as an int (`str.isdigit` also accepts `²` or `٣`)."""
+    if value is None:
+        return None
+    value = value.strip()
+    return int(value) if value and value.isascii() and value.isdigit() else None
+
+
+def _content_length(value: str | None) -> int | None:
+    return _digits(value)
+
+
+def _wire(response: requests.Response, decoded: int) -> int:
+    """Bytes received on the wire (before any Content-Encoding is undone)."""
+    tell = getattr(response.raw, "tell", None)
+    return int(tell()) if callable(tell) else decoded
+
+
 def _retry_after(value: str | None) -> float | None:
     """`Retry-After` as seconds (RFC 9110: delta-seconds or an HTTP date)."""
     if not value:
         return None
     value = value.strip()
-    if value.isdigit():
-        return float(value)
+    seconds = _digits(value)
+    if seconds is not None:
+        return float(seconds)
     try:
         when = email.utils.parsedate_to_datetime(value)
     except (TypeError, ValueError):
@@ -336,14 +466,27 @@ def client_config_from_extras(base_url: str | None, extras: dict[str, Any]) -> C
     kwargs: dict[str, Any] = {}
     if base_url:
         kwargs["base_url"] = base_url
-    floats = ("connect_timeout", "read_timeout", "backoff_base", "backoff_max")
-    ints = ("max_retries", "max_consecutive_failures", "max_page_bytes", "max_archive_bytes", "max_redirects")
-    for key in floats:
-        if extras.get(key) not in (None, ""):
-            kwargs[key] = float(extras[key])
-    for key in ints:
-        if extras.get(key) not in (None, ""):
-            kwargs[key] = int(extras[key])
+    floats = ("connect_timeout", "read_timeout", "backoff_base", "backoff_max", "page_deadline", "archive_deadline")
+    ints = (
+        "max_retries",
+        "max_consecutive_failures",
+        "max_page_bytes",
+        "max_archive_bytes",
+        "max_archive_inflated_bytes",
+        "max_compression_ratio",
+        "max_redirects",
+        "max_truncated_retries",
+    )
+    for keys, kind in ((floats, float), (ints, int)):
+        for key in keys:
+            if extras.get(key) in (None, ""):
+                continue
+            try:
+                kwargs[key] = kind(str(extras[key]).strip())
+            except ValueError:
+                raise ConfigError(
+                    f"connection extra {key} must be a{'n integer' if kind is int else ' number'}, got {extras[key]!r}"
+                ) from None
     if extras.get("ca_bundle"):
         kwargs["verify"] = str(extras["ca_bundle"])
     elif str(extras.get("verify", "true")).lower() in ("false", "0", "no"):

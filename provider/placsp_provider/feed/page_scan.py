@@ -16,12 +16,14 @@ from typing import Any
 
 from lxml import etree
 
+from placsp_provider.feed.prolog import dtd_refusal_file, utf8_chunks
 from placsp_provider.feed.timestamps import isoformat, parse_rfc3339
 from placsp_provider.feed.xml import (
     ATOM_NS,
     DELETED_ENTRY_TAG,
     ENTRY_TAG,
-    dtd_refusal,
+    FEED_END,
+    FEED_END_WINDOW,
     iterparse,
 )
 
@@ -67,6 +69,7 @@ class PageScan:
     error: str | None = None  # parser message with line and column when not well-formed
     is_feed: bool = True
     bad_timestamps: int = 0
+    cut_short: bool = False  # not well-formed AND no `</feed>` at its end: the download may have been cut
 
     @property
     def items(self) -> int:
@@ -89,10 +92,12 @@ class PageScan:
 
 
 def scan_page(path: Path) -> PageScan:
-    """Scan a page file; never raises on bad content, describes it instead."""
-    with path.open("rb") as fh:
-        head = fh.read(65536)
-    refusal = dtd_refusal(head)
+    """Scan a page file; never raises on bad content, describes it instead.
+
+    A page in UTF-16/32 is counted as lxml reads it, and by the byte scan after transcoding to
+    UTF-8: the same records the Silver parser (which transcodes the same way) will find.
+    """
+    refusal = dtd_refusal_file(path)
     if refusal is not None:
         return _byte_scan(path, f"not well-formed for this pipeline: page {refusal}")
     scan = PageScan()
@@ -194,8 +199,12 @@ def _byte_scan(path: Path, message: str, chunk_size: int | None = None) -> PageS
     head: list[bytes] = []  # the first HEADER_BYTES bytes, for the header links
     head_size = 0
     carry = b""
+    tail = b""
     with path.open("rb") as fh:
-        while chunk := fh.read(chunk_size):
+        for chunk in utf8_chunks(iter(lambda: fh.read(chunk_size), b"")):
+            if not chunk:
+                continue
+            tail = (tail + chunk[-FEED_END_WINDOW:])[-FEED_END_WINDOW:]
             if head_size < HEADER_BYTES:
                 head.append(chunk[: HEADER_BYTES - head_size])  # no copy when the whole chunk fits
                 head_size += len(head[-1])
@@ -211,6 +220,7 @@ def _byte_scan(path: Path, message: str, chunk_size: int | None = None) -> PageS
         links=header_links(b"".join(head)),
         well_formed=False,
         error=message,
+        cut_short=FEED_END.search(tail) is None,
     )
 
 

@@ -1,8 +1,8 @@
 """Hardened XML parsing: no entity expansion, no DTD, no network, bounded documents.
 
-PLACSP pages never carry a DOCTYPE. A page that does is refused before any parser sees it, so an
-entity bomb or an external entity is neither expanded nor fetched; lxml is configured the same way
-as a second line of defence.
+PLACSP pages never carry a DOCTYPE. A page that does is refused before any parser sees it
+(`feed.prolog.dtd_refusal`: the whole prolog, any encoding), so an entity bomb or an external
+entity is neither expanded nor fetched; lxml is configured the same way as a second line of defence.
 """
 
 from __future__ import annotations
@@ -17,10 +17,10 @@ TOMBSTONE_NS = "http://purl.org/atompub/tombstones/1.0"
 ENTRY_TAG = f"{{{ATOM_NS}}}entry"
 DELETED_ENTRY_TAG = f"{{{TOMBSTONE_NS}}}deleted-entry"
 
-# Only the prolog can hold a DOCTYPE; 64 KiB is far more than any real prolog.
-_PROLOG_BYTES = 65536
-_DOCTYPE = re.compile(rb"<!DOCTYPE", re.IGNORECASE)
-_ENTITY = re.compile(rb"<!ENTITY", re.IGNORECASE)
+# The root's end tag at the end of a page, followed only by what XML allows after it (whitespace,
+# comments, PIs). A page without it was cut short (or is no feed). Search the last few KiB only.
+FEED_END = re.compile(rb"</(?:[A-Za-z_][\w.\-]*:)?feed\s*>(?:\s|<!--.*?-->|<\?.*?\?>)*\Z", re.DOTALL)
+FEED_END_WINDOW = 4096
 
 PARSER_OPTIONS: dict[str, Any] = {
     "resolve_entities": False,
@@ -38,21 +38,6 @@ def make_parser(**overrides: Any) -> etree.XMLParser:
     return etree.XMLParser(**opts)
 
 
-def dtd_refusal(head: bytes) -> str | None:
-    """Reason to refuse a document from its first bytes, or None when it has no DTD."""
-    prolog = head[:_PROLOG_BYTES]
-    if _ENTITY.search(prolog):
-        return "declares XML entities (<!ENTITY>): refused without expanding them (entity-expansion guard)"
-    if _DOCTYPE.search(prolog):
-        return "declares a DTD (<!DOCTYPE>), which PLACSP feeds never do: refused without loading it"
-    return None
-
-
 def iterparse(source: IO[bytes] | str, **kwargs: Any) -> Any:
     """`lxml.etree.iterparse` with the hardened options."""
     return etree.iterparse(source, **{**PARSER_OPTIONS, **kwargs})
-
-
-def parse_bytes(data: bytes) -> etree._Element:
-    """Parse a whole small document (one entry) with the hardened parser."""
-    return etree.fromstring(data, parser=make_parser())

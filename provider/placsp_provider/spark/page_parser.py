@@ -30,7 +30,8 @@ from typing import Any
 from lxml import etree
 
 from placsp_provider.datasets import Dataset
-from placsp_provider.feed.xml import ATOM_NS, DELETED_ENTRY_TAG, ENTRY_TAG, dtd_refusal, make_parser
+from placsp_provider.feed.prolog import dtd_refusal, to_utf8
+from placsp_provider.feed.xml import ATOM_NS, DELETED_ENTRY_TAG, ENTRY_TAG, make_parser
 from placsp_provider.spark import page_split
 from placsp_provider.spark.entry_fields import extract_entry, extract_tombstone
 from placsp_provider.spark.page_split import ENTRY, TOMBSTONE, PageLayout, RecordSpan
@@ -140,6 +141,9 @@ class _RecordContext:
 
 def parse_page(data: bytes, *, dataset: Dataset, source_file: str) -> PageParseResult:
     """Rows of every valid record of one feed page, and one dead letter per record that is not."""
+    # The splitter looks for ASCII markup: a UTF-16/32 page is read as UTF-8, as lxml reads it for
+    # the extraction's count, so both count the same records.
+    data = to_utf8(data)
     layout = page_split.scan_page(data)
     out = _Collector()
     refusal = dtd_refusal(data)

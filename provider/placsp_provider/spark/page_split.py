@@ -18,7 +18,7 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 
-from placsp_provider.feed.xml import ATOM_NS, TOMBSTONE_NS
+from placsp_provider.feed.xml import ATOM_NS, FEED_END, FEED_END_WINDOW, TOMBSTONE_NS
 
 ENTRY = "entry"
 TOMBSTONE = "tombstone"
@@ -33,8 +33,6 @@ _FIRST_ELEMENT = re.compile(rb"<((?:[A-Za-z_][\w.\-]*:)?([A-Za-z_][\w.\-]*))")
 _START_TAG_REST = re.compile(rb"""(?:\s+[^\s=/>]+\s*=\s*(?:"[^"]*"|'[^']*'))*\s*(/?)>""")
 _XMLNS = re.compile(rb"""\sxmlns(?::([^\s=/>]+))?\s*=\s*(?:"([^"]*)"|'([^']*)')""")
 _RECORD_START = re.compile(rb"<(?:([A-Za-z_][\w.\-]*):)?(entry|deleted-entry)(?=[\s/>])")
-# The root's end tag, followed only by what XML allows after it (whitespace, comments, PIs).
-_FEED_END = re.compile(rb"</(?:[A-Za-z_][\w.\-]*:)?feed\s*>(?:\s|<!--.*?-->|<\?.*?\?>)*\Z", re.DOTALL)
 
 # Used only for dead letters, when the record did not parse: the first Atom `<id>` / the `ref=`.
 _ENTRY_ID = re.compile(rb"<(?:[A-Za-z_][\w.\-]*:)?id(?:\s[^>]*)?>\s*([^<\s][^<]*?)\s*</")
@@ -90,7 +88,7 @@ def scan_page(data: bytes) -> PageLayout:
             bindings = _declarations(data, root.end())
             has_feed_root = root.group(2) == b"feed"
     records = tuple(_find_records(data, bindings))
-    feed_closed = bool(_FEED_END.search(data[-4096:])) if has_feed_root else True
+    feed_closed = bool(FEED_END.search(data[-FEED_END_WINDOW:])) if has_feed_root else True
     return PageLayout(
         xml_declaration=xml_declaration,
         namespace_context=_format_context(bindings),

@@ -1,0 +1,149 @@
+"""The part of a page before its first element: encoding detection and the DTD guard.
+
+What is guaranteed:
+- `dtd_refusal` finds a `<!DOCTYPE` (and so any `<!ENTITY>`, which can only live inside one)
+  anywhere in the prolog, however long the comments and processing instructions before it, and in
+  any encoding a page can be written in without a declaration lxml must honour first: UTF-8 (with
+  or without BOM), ASCII-compatible 8-bit encodings, UTF-16 and UTF-32 (BOM or not). A DOCTYPE can
+  stand nowhere else in a well-formed document, so a page that passes holds no DTD the parser would
+  see. The scan reads the prolog only, chunk by chunk: memory stays flat.
+- `to_utf8` gives the byte-level record splitter (which looks for ASCII markup) UTF-8 bytes for a
+  page in a wide encoding (UTF-16/32), so the extraction's count (lxml reads UTF-16 natively) and
+  the parser's agree. ASCII-compatible pages are returned unchanged (their declared encoding is
+  kept on each record and applied by lxml).
+
+lxml is configured with entities, DTD loading and network off as a second line of defence.
+"""
+
+from __future__ import annotations
+
+import codecs
+import re
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+DTD_MESSAGE = "declares a DTD (<!DOCTYPE>), which PLACSP feeds never do: refused without loading it"
+ENTITY_MESSAGE = "declares XML entities (<!ENTITY>): refused without expanding them (entity-expansion guard)"
+
+_CHUNK = 1 << 16
+# Byte patterns of the XML spec's appendix F (autodetection without external information).
+_WIDE = (
+    (b"\xff\xfe\x00\x00", "utf-32-le"),
+    (b"\x00\x00\xfe\xff", "utf-32-be"),
+    (b"\x00\x00\x00<", "utf-32-be"),
+    (b"<\x00\x00\x00", "utf-32-le"),
+    (b"\xfe\xff", "utf-16-be"),
+    (b"\xff\xfe", "utf-16-le"),
+    (b"\x00<\x00?", "utf-16-be"),
+    (b"<\x00?\x00", "utf-16-le"),
+    (b"\x00<", "utf-16-be"),
+    (b"<\x00", "utf-16-le"),
+)
+_BOMS = ("\ufeff", "\xef\xbb\xbf")  # decoded BOM; a UTF-8 BOM read as latin-1
+_DECLARED_ENCODING = re.compile(r"""\A(<\?xml\b[^>]*?\bencoding\s*=\s*)(["'])[^"']*\2""")
+
+
+def wide_encoding(head: bytes) -> str | None:
+    """The codec of a page written in UTF-16 or UTF-32 (from its first bytes), else None."""
+    for marker, codec in _WIDE:
+        if head.startswith(marker):
+            return codec
+    return None
+
+
+def to_utf8(data: bytes) -> bytes:
+    """A wide-encoded page as UTF-8 (BOM dropped, declaration saying UTF-8); others unchanged.
+
+    Bytes that do not decode become U+FFFD, which validation reports as an encoding error on the
+    record that holds them: nothing is dropped.
+    """
+    codec = wide_encoding(data[:4])
+    if codec is None:
+        return data
+    text = data.decode(codec, errors="replace").lstrip("\ufeff")
+    return _DECLARED_ENCODING.sub(r"\1\2UTF-8\2", text, count=1).encode("utf-8")
+
+
+def utf8_chunks(chunks: Iterable[bytes]) -> Iterator[bytes]:
+    """`chunks` of a page, transcoded to UTF-8 on the fly when the page is wide-encoded."""
+    it = iter(chunks)
+    first = next(it, b"")
+    codec = wide_encoding(first[:4])
+    if codec is None:
+        yield first
+        yield from it
+        return
+    decoder = codecs.getincrementaldecoder(codec)(errors="replace")
+    text = decoder.decode(first).lstrip("\ufeff")
+    yield text.encode("utf-8")
+    for chunk in it:
+        yield decoder.decode(chunk).encode("utf-8")
+    yield decoder.decode(b"", final=True).encode("utf-8")
+
+
+def dtd_refusal(data: bytes) -> str | None:
+    """Reason to refuse a page held in memory, or None when its prolog has no DOCTYPE."""
+    view = memoryview(data)
+    return _scan_prolog(bytes(view[i : i + _CHUNK]) for i in range(0, len(data), _CHUNK))
+
+
+def dtd_refusal_file(path: Path) -> str | None:
+    """The same for a page on disk, read chunk by chunk up to its first element."""
+    with path.open("rb") as fh:
+        return _scan_prolog(iter(lambda: fh.read(_CHUNK), b""))
+
+
+def _decoded(chunks: Iterable[bytes]) -> Iterator[str]:
+    it = iter(chunks)
+    first = next(it, b"")
+    # latin-1 maps every byte to one character: ASCII markup is found as is in any 8-bit encoding.
+    decoder = codecs.getincrementaldecoder(wide_encoding(first[:4]) or "latin-1")(errors="replace")
+    yield decoder.decode(first)
+    for chunk in it:
+        yield decoder.decode(chunk)
+
+
+def _scan_prolog(chunks: Iterable[bytes]) -> str | None:
+    buf = ""
+    started = False
+    for text in _decoded(chunks):
+        buf += text
+        if not started:
+            for bom in _BOMS:
+                if buf.startswith(bom):
+                    buf = buf[len(bom) :]
+            started = True
+        verdict, buf = _step(buf, final=False)
+        if verdict is not _MORE:
+            return verdict  # type: ignore[return-value]
+    verdict, _ = _step(buf, final=True)
+    return None if verdict is _MORE else verdict  # type: ignore[return-value]
+
+
+_MORE = object()  # the prolog goes on past what was read
+_OPENERS = ("<!--", "<?", "<!DOCTYPE", "<!ENTITY")
+
+
+def _step(buf: str, *, final: bool) -> tuple[object, str]:
+    """Consume comments, PIs and whitespace; decide on the first thing that is none of them."""
+    while True:
+        s = buf.lstrip(" \t\r\n")
+        if not s:
+            return _MORE, ""
+        for opener, closer in (("<!--", "-->"), ("<?", "?>")):
+            if s.startswith(opener):
+                end = s.find(closer, len(opener))
+                if end < 0:
+                    # Keep only what can still hold the start of the closer: memory stays flat.
+                    rest = s[len(opener) :]
+                    return (None if final else _MORE), opener + rest[len(rest) - len(closer) + 1 :]
+                buf = s[end + len(closer) :]
+                break
+        else:
+            if len(s) < 9 and not final and any(t.startswith(s.upper()) for t in _OPENERS):
+                return _MORE, s  # too short to tell yet
+            if s[:9].upper() == "<!DOCTYPE":
+                return (ENTITY_MESSAGE if "<!ENTITY" in s.upper() else DTD_MESSAGE), ""
+            if s[:8].upper() == "<!ENTITY":
+                return ENTITY_MESSAGE, ""
+            return None, ""  # the first element (or junk): the prolog is over, and held no DTD
