@@ -130,9 +130,7 @@ def test_walk_lands_the_window_and_stops_after_two_older_pages(lake: Path, site:
     assert landed == ["PlataformasAgregadasSinMenores_20220105_030000.atom"]
     assert site.hits[PAGE_PATH + "PlataformasAgregadasSinMenores_20220103_030000.atom"] == 1
     assert site.hits.get(PAGE_PATH + "PlataformasAgregadasSinMenores_20220102_030000.atom") is None
-    assert manifest.stop_reason == (
-        "2 consecutive pages entirely older than the window start 2022-01-05T00:00:00Z"
-    )
+    assert manifest.stop_reason == ("2 consecutive pages entirely older than the window start 2022-01-05T00:00:00Z")
     assert (manifest.entries, manifest.tombstones) == (2, 1)
     assert len(list((lake / "bronze" / "agregadas" / "pages").iterdir())) == 1  # held-back pages not landed
 
@@ -254,8 +252,9 @@ def test_redirect_to_another_host_is_refused(lake: Path, site: LoopbackSite) -> 
     elsewhere = site.url("/x").replace("127.0.0.1", "localhost")
     site.routes[HEAD_1044] = Reply(b"", status=302, headers={"Location": elsewhere})
     with pytest.raises(
-        FeedError, match=r"dataset agregadas: .*redirected \(302\) to http://localhost:\d+/x, refused before any request: "
-        r"host localhost:\d+ is neither the configured site"
+        FeedError,
+        match=r"dataset agregadas: .*redirected \(302\) to http://localhost:\d+/x, refused before any request: "
+        r"host localhost:\d+ is neither the configured site",
     ):
         _extract(site, lake)
 

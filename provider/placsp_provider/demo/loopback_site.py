@@ -8,6 +8,7 @@ real sockets: no mocked `requests`.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -19,7 +20,10 @@ Body = bytes | Path
 
 @dataclass
 class Reply:
-    """A canned answer. `cut_at` sends a Content-Length for the whole body but only that many bytes."""
+    """A canned answer. `cut_at` sends a Content-Length for the whole body but only that many bytes
+    (without `Content-Length` when `send_length` is False: the client cannot tell it was cut).
+    `encoding` (`gzip` or `deflate`) compresses the body on the wire, as a CDN might; `trickle`
+    sends it one byte every that many seconds."""
 
     body: Body = b""
     status: int = 200
@@ -27,6 +31,9 @@ class Reply:
     headers: dict[str, str] | None = None
     cut_at: int | None = None
     delay: float = 0.0
+    encoding: str | None = None
+    send_length: bool = True
+    trickle: float = 0.0
 
 
 Handler = Callable[[BaseHTTPRequestHandler], "Reply"]
@@ -40,6 +47,7 @@ class LoopbackSite:
         """`tls=(certfile, keyfile)` serves HTTPS (tests of certificate verification)."""
         self.routes: dict[str, Route] = dict(routes or {})
         self.hits: dict[str, int] = {}
+        self.requests: list[tuple[str, dict[str, str]]] = []  # (path with query, headers) of every request
         site = self
 
         class _Handler(BaseHTTPRequestHandler):
@@ -48,6 +56,7 @@ class LoopbackSite:
             def do_GET(self) -> None:
                 path = urlsplit(self.path).path
                 site.hits[path] = site.hits.get(path, 0) + 1
+                site.requests.append((self.path, dict(self.headers.items())))
                 route = site.routes.get(path)
                 if route is None:
                     reply = Reply(b"not found", status=404, content_type="text/plain")
@@ -107,23 +116,40 @@ def _guess_type(path: str) -> str:
 
 
 def _send(handler: BaseHTTPRequestHandler, reply: Reply) -> None:
-    import time
-
     if reply.delay:
         time.sleep(reply.delay)
     body = reply.body.read_bytes() if isinstance(reply.body, Path) else reply.body
+    if reply.encoding == "gzip":
+        import gzip
+
+        body = gzip.compress(body)
+    elif reply.encoding == "deflate":
+        import zlib
+
+        body = zlib.compress(body)
     handler.send_response(reply.status)
     handler.send_header("Content-Type", reply.content_type)
-    handler.send_header("Content-Length", str(len(body)))
+    if reply.send_length:
+        handler.send_header("Content-Length", str(len(body)))
+    if reply.encoding:
+        handler.send_header("Content-Encoding", reply.encoding)
     for key, value in (reply.headers or {}).items():
         handler.send_header(key, value)
-    if reply.cut_at is not None:
+    ends_by_closing = reply.cut_at is not None or not reply.send_length
+    if ends_by_closing:
         handler.send_header("Connection", "close")
     handler.end_headers()
+    payload = body if reply.cut_at is None else body[: reply.cut_at]
     try:
-        handler.wfile.write(body if reply.cut_at is None else body[: reply.cut_at])
-        handler.wfile.flush()
+        if reply.trickle:
+            for i in range(len(payload)):
+                handler.wfile.write(payload[i : i + 1])
+                handler.wfile.flush()
+                time.sleep(reply.trickle)
+        else:
+            handler.wfile.write(payload)
+            handler.wfile.flush()
     except (BrokenPipeError, ConnectionResetError):
         return
-    if reply.cut_at is not None:
+    if ends_by_closing:
         handler.close_connection = True

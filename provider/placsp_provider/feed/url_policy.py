@@ -70,11 +70,12 @@ class UrlPolicy:
 
     def refusal(self, url: str) -> str | None:
         """Why `url` may not be fetched, or None when it may."""
+        scheme = urlsplit(url).scheme.lower()
+        if scheme not in _DEFAULT_PORTS:
+            return f"scheme {scheme!r} is never fetched (only {self.base.scheme})"
         target = origin_of(url)
         if target is None:
-            return "it is not an absolute URL with a host"
-        if target.scheme not in _DEFAULT_PORTS:
-            return f"scheme {target.scheme!r} is never fetched (only {self.base.scheme})"
+            return "it is not an absolute URL with a host and a valid port"
         if target.scheme != self.base.scheme:
             return f"its scheme {target.scheme} differs from the configured site's ({self.base.scheme})"
         if (target.host, target.port) == (self.base.host, self.base.port) or (target.host, target.port) in self.extra:
