@@ -53,6 +53,19 @@ def build_parser() -> argparse.ArgumentParser:
     ing.add_argument("--json", action="store_true", help="print the run summary as JSON on stdout")
     ing.set_defaults(func=_cmd_ingest)
 
+    cp = sub.add_parser(
+        "completeness",
+        help="compare a closed month with the site's archive of it; land what the daily runs missed",
+    )
+    cp.add_argument("--dataset", required=True, help="key or syndication id")
+    cp.add_argument("--month", required=True, help="the month to check, YYYY-MM (must have ended)")
+    cp.add_argument("--lake", required=True, type=Path, help="lake root folder")
+    cp.add_argument("--base-url", help="site root (…/sindicacion); default: the live site")
+    cp.add_argument("--ca-bundle", help="PEM bundle including the FNMT root CA")
+    cp.add_argument("--run-id", default="", help="recorded in the report and the recovery manifest")
+    cp.add_argument("--json", action="store_true", help="print the summary as JSON on stdout")
+    cp.set_defaults(func=_cmd_completeness)
+
     dl = sub.add_parser("dead-letters", help="inspect the dead-letter table")
     dl_sub = dl.add_subparsers(dest="dead_letters_command", required=True)
     st = dl_sub.add_parser("stats", help="counts by dataset, stage, error type and status (what the sensor counts)")
@@ -96,14 +109,9 @@ def _cmd_extract(args: argparse.Namespace) -> dict[str, Any]:
     from placsp_provider.bronze.extract import ExtractRequest, extract_interval
     from placsp_provider.bronze.layout import manifest_path
     from placsp_provider.datasets import get_dataset
-    from placsp_provider.feed.client import ClientConfig, FeedClient
+    from placsp_provider.feed.client import FeedClient
 
     ds = get_dataset(args.dataset)
-    config_kwargs: dict[str, Any] = {}
-    if args.base_url:
-        config_kwargs["base_url"] = args.base_url
-    if args.ca_bundle:
-        config_kwargs["verify"] = args.ca_bundle
     request = ExtractRequest(
         dataset=ds,
         start=args.since,
@@ -113,11 +121,41 @@ def _cmd_extract(args: argparse.Namespace) -> dict[str, Any]:
         overlap=timedelta(hours=args.overlap_hours),
         max_pages=args.max_pages,
     )
-    with FeedClient(ClientConfig(**config_kwargs), ds.key) as client, _Progress(not args.json) as tick:
+    with FeedClient(_client_config(args), ds.key) as client, _Progress(not args.json) as tick:
         manifest = extract_interval(client, request, progress=tick)
     summary = manifest.summary()
     summary["manifest"] = str(manifest_path(request.lake, ds.key, request.start, request.end))
     return summary
+
+
+def _cmd_completeness(args: argparse.Namespace) -> dict[str, Any]:
+    from placsp_provider.bronze.completeness import CompletenessRequest, check_month, parse_month
+    from placsp_provider.datasets import get_dataset
+    from placsp_provider.feed.client import FeedClient
+
+    ds = get_dataset(args.dataset)
+    request = CompletenessRequest(ds, parse_month(args.month), args.lake.resolve(), args.run_id)
+    with FeedClient(_client_config(args), ds.key) as client, _Progress(not args.json) as tick:
+        report = check_month(client, request, progress=tick)
+    summary = report.summary()
+    if summary["manifest"]:
+        print(
+            f"recovered pages are listed in {summary['manifest']}: run `placsp ingest --dataset {ds.key} "
+            f"--lake {args.lake}` to bring them to Silver",
+            file=sys.stderr,
+        )
+    return summary
+
+
+def _client_config(args: argparse.Namespace) -> Any:
+    from placsp_provider.feed.client import ClientConfig
+
+    config_kwargs: dict[str, Any] = {}
+    if args.base_url:
+        config_kwargs["base_url"] = args.base_url
+    if args.ca_bundle:
+        config_kwargs["verify"] = args.ca_bundle
+    return ClientConfig(**config_kwargs)
 
 
 def _cmd_ingest(args: argparse.Namespace) -> dict[str, Any]:

@@ -259,10 +259,10 @@ class _Run:
             archive = zipfile.ZipFile(zip_path)
         except (zipfile.BadZipFile, OSError) as err:
             raise FeedError(ds.key, redact(archive_url), f"is not a readable zip archive ({err})") from err
-        budget = _InflateBudget(config.max_archive_inflated_bytes, config.max_compression_ratio)
+        budget = InflateBudget(config.max_archive_inflated_bytes, config.max_compression_ratio)
         with archive:
             members = [m for m in archive.infolist() if m.filename.endswith(".atom")]
-            wanted = _members_for_window(members, lo, hi)
+            wanted = members_for_window(members, lo, hi)
             for n, member in enumerate(wanted, 1):
                 url = f"{archive_url}#{member.filename}"
                 if member.file_size > config.max_page_bytes:
@@ -370,7 +370,7 @@ def member_stamp(member: zipfile.ZipInfo) -> datetime | None:
         return None
 
 
-def _members_for_window(members: list[zipfile.ZipInfo], lo: datetime, hi: datetime) -> list[zipfile.ZipInfo]:
+def members_for_window(members: list[zipfile.ZipInfo], lo: datetime, hi: datetime) -> list[zipfile.ZipInfo]:
     """Archive members that may hold items in [lo, hi), by the timestamp in their names.
 
     A page stamped T holds items older than T (and newer than the previous page's stamp), so pages
@@ -400,7 +400,7 @@ _RATIO_FLOOR = 1 << 20
 
 
 @dataclass
-class _InflateBudget:
+class InflateBudget:
     """Caps on what one archive may inflate to: in total, and per member byte in the zip."""
 
     total: int
@@ -415,7 +415,7 @@ def extract_member(
     url: str,
     limit: int,
     dataset: str,
-    budget: _InflateBudget | None = None,
+    budget: InflateBudget | None = None,
 ) -> Download:
     """Inflate one member to `dest` under the page limit and the archive's budget; a named error
     (and no file left behind) when it is encrypted, unreadable or inflates too much."""

@@ -3,13 +3,15 @@
 <lake>/bronze/<dataset>/pages/<page stem>.<sha256[:16]>.atom   landed pages (immutable)
 <lake>/bronze/<dataset>/manifests/<start>__<end>.json          one manifest per interval
 <lake>/bronze/<dataset>/_incoming/                             temp files, same filesystem
+<lake>/bronze/<dataset>/manifests/<month>.completeness.json    pages recovered from a month's archive
+<lake>/completeness/<dataset>/<YYYY-MM>.json                   completeness report of a month
 <lake>/silver/<table>                                          Delta tables
 """
 
 from __future__ import annotations
 
 import re
-from datetime import datetime
+from datetime import date, datetime
 from pathlib import Path
 
 from placsp_provider.feed.timestamps import isoformat
@@ -36,6 +38,15 @@ def manifest_path(lake: Path, dataset: str, start: datetime, end: datetime) -> P
 # these characters, and short enough (the content hash keeps it unique; the manifest keeps the URL).
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 _MAX_STEM = 120
+
+
+def completeness_manifest_path(lake: Path, dataset: str, month: date) -> Path:
+    """The manifest of pages a completeness check recovered (read by the Silver ingest like any other)."""
+    return bronze_dir(lake, dataset) / "manifests" / f"{month:%Y-%m}.completeness.json"
+
+
+def completeness_report_path(lake: Path, dataset: str, month: date) -> Path:
+    return lake / "completeness" / dataset / f"{month:%Y-%m}.json"
 
 
 def page_file(lake: Path, dataset: str, name: str, sha256: str) -> Path:

@@ -9,6 +9,7 @@ chunk, so nothing it holds can go unaccounted for.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -29,6 +30,7 @@ from placsp_provider.feed.xml import (
 
 _LINK_TAG = f"{{{ATOM_NS}}}link"
 _UPDATED_TAG = f"{{{ATOM_NS}}}updated"
+_ID_TAG = f"{{{ATOM_NS}}}id"
 _FEED_TAG = f"{{{ATOM_NS}}}feed"
 _SCANNED_TAGS = (_FEED_TAG, ENTRY_TAG, DELETED_ENTRY_TAG, _LINK_TAG)
 
@@ -139,6 +141,32 @@ def _stream(path: Path, scan: PageScan) -> None:
         elem.clear()
         while elem.getprevious() is not None:
             del parent[0]
+
+
+def iter_items(path: Path) -> Iterator[tuple[str, str, datetime | None]]:
+    """(`entry`, id, updated) or (`tombstone`, ref, when) of each record of a well-formed page, as
+    the same hardened streaming parser reads them (None for a time stamp that does not parse).
+
+    Raises `lxml.etree.XMLSyntaxError` on a page that is not well-formed: call `scan_page` first.
+    """
+    for _event, elem in iterparse(str(path), events=("end",), tag=(ENTRY_TAG, DELETED_ENTRY_TAG)):
+        parent = elem.getparent()
+        if parent is None or parent.getparent() is not None:
+            continue  # only direct children of the root are the page's records
+        if elem.tag == ENTRY_TAG:
+            yield ("entry", (elem.findtext(_ID_TAG) or "").strip(), _time_or_none(elem.findtext(_UPDATED_TAG)))
+        else:
+            yield ("tombstone", (elem.get("ref") or "").strip(), _time_or_none(elem.get("when")))
+        elem.clear()
+        while elem.getprevious() is not None:
+            del parent[0]
+
+
+def _time_or_none(text: str | None) -> datetime | None:
+    try:
+        return parse_rfc3339(text) if text else None
+    except ValueError:
+        return None
 
 
 def _note_time(scan: PageScan, text: str | None, which: str) -> None:
