@@ -111,7 +111,7 @@ def test_a_complete_month_is_confirmed_without_landing_anything(site, lake) -> N
 
 def test_an_unreadable_archive_fails_by_name(site, lake) -> None:
     serve_hidden_page_site(site)
-    site.routes[FOLDER + "PlataformasAgregadasSinMenores_2022.zip"] = Reply(b"not a zip", content_type="application/zip")
+    site.routes[FOLDER + "PlataformasAgregadasSinMenores_2022.zip"] = Reply(b"no zip", content_type="application/zip")
     with pytest.raises(FeedError, match=r"dataset agregadas: .*_2022\.zip: is not a readable zip archive"):
         completeness(site, lake)
     assert not completeness_report_path(lake, "agregadas", JANUARY).exists()
