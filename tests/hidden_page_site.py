@@ -10,9 +10,15 @@ from __future__ import annotations
 
 import io
 import zipfile
+from datetime import UTC, date, datetime, timedelta
+from pathlib import Path
 
+from lxml import etree
+
+from placsp_provider.bronze.extract import ExtractRequest, extract_interval
 from placsp_provider.datasets import DATASETS
 from placsp_provider.demo.loopback_site import LoopbackSite, Reply
+from placsp_provider.feed.client import ClientConfig, FeedClient
 from tests.pages import page
 
 AGR = DATASETS["agregadas"]
@@ -59,3 +65,38 @@ def serve_hidden_page_site(site: LoopbackSite) -> dict[str, bytes]:
         buf.getvalue(), content_type="application/zip"
     )
     return members
+
+
+def empty_archives(site: LoopbackSite, year: int = 2022) -> None:
+    """Empty yearly archives for the other live datasets (a DAG checks every one)."""
+    buf = io.BytesIO()
+    zipfile.ZipFile(buf, "w").close()
+    for ds in DATASETS.values():
+        if ds.key != AGR.key and ds.has_live_feed:
+            site.routes[f"/sindicacion/{ds.folder}/{ds.archive_name(year)}"] = Reply(
+                buf.getvalue(), content_type="application/zip"
+            )
+
+
+def daily_runs(site: LoopbackSite, lake: Path, today: date = date(2026, 11, 29)) -> None:
+    """One extraction per January day 1..7, as the daily DAG would run them."""
+    config = ClientConfig(base_url=site.base_url, backoff_base=0.0, max_retries=0)
+    for d in range(1, 8):
+        start = datetime(2022, 1, d, tzinfo=UTC)
+        request = ExtractRequest(AGR, start, start + timedelta(days=1), lake, f"daily-{d}", today=today)
+        with FeedClient(config, "agregadas") as client:
+            extract_interval(client, request)
+
+
+def archive_records(members: dict[str, bytes]) -> dict[str, set[tuple[str, str]]]:
+    """{"entry": {(id, updated)}, "tombstone": {(ref, when)}} of January in the archive, by plain lxml
+    (not the pipeline's parser)."""
+    atom, tomb = "{http://www.w3.org/2005/Atom}", "{http://purl.org/atompub/tombstones/1.0}"
+    out: dict[str, set[tuple[str, str]]] = {"entry": set(), "tombstone": set()}
+    for body in members.values():
+        root = etree.fromstring(body)
+        for e in root.findall(f"{atom}entry"):
+            out["entry"].add((e.findtext(f"{atom}id") or "", e.findtext(f"{atom}updated") or ""))
+        for t in root.findall(f"{tomb}deleted-entry"):
+            out["tombstone"].add((t.get("ref") or "", t.get("when") or ""))
+    return {kind: {r for r in records if r[1].startswith("2022-01")} for kind, records in out.items()}

@@ -34,6 +34,15 @@ def max_pages() -> int:
     return int(os.environ.get(MAX_PAGES_ENV, "300"))
 
 
+COMPLETENESS_SCHEDULE_ENV = "PLACSP_COMPLETENESS_SCHEDULE"
+
+
+def completeness_schedule() -> str:
+    """Cron of the monthly completeness check (UTC). Default: the 5th at 06:00, for the month before,
+    a few days after it ended so the site has published its archive. Read when the DAG is parsed."""
+    return os.environ.get(COMPLETENESS_SCHEDULE_ENV, "0 6 5 * *")
+
+
 DEAD_LETTER_MAX_RATIO_ENV = "PLACSP_DEAD_LETTER_MAX_RATIO"
 DEAD_LETTER_SEVERITY_ENV = "PLACSP_DEAD_LETTER_SEVERITY"
 

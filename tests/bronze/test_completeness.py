@@ -10,20 +10,18 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from datetime import UTC, date, datetime, timedelta
+from datetime import date
 from pathlib import Path
 
 import pytest
-from lxml import etree
 
 from placsp_provider.bronze.completeness import CompletenessRequest, check_month, parse_month
-from placsp_provider.bronze.extract import ExtractRequest, extract_interval
 from placsp_provider.bronze.layout import completeness_manifest_path, completeness_report_path
 from placsp_provider.bronze.manifest import Manifest
 from placsp_provider.demo.loopback_site import LoopbackSite, Reply
 from placsp_provider.errors import ConfigError, FeedError
 from placsp_provider.feed.client import ClientConfig, FeedClient
-from tests.hidden_page_site import AGR, FOLDER, HIDDEN_DAY, serve_hidden_page_site
+from tests.hidden_page_site import AGR, FOLDER, HIDDEN_DAY, archive_records, daily_runs, serve_hidden_page_site
 
 pytestmark = pytest.mark.http
 
@@ -35,30 +33,9 @@ def _client(site: LoopbackSite) -> FeedClient:
     return FeedClient(ClientConfig(base_url=site.base_url, backoff_base=0.0, max_retries=0), "agregadas")
 
 
-def daily_runs(site: LoopbackSite, lake: Path) -> None:
-    """One extraction per January day 1..7, as the daily DAG would run them."""
-    for d in range(1, 8):
-        start = datetime(2022, 1, d, tzinfo=UTC)
-        request = ExtractRequest(AGR, start, start + timedelta(days=1), lake, f"daily-{d}", today=TODAY)
-        with _client(site) as client:
-            extract_interval(client, request)
-
-
 def completeness(site: LoopbackSite, lake: Path, run_id: str = "check-1"):
     with _client(site) as client:
         return check_month(client, CompletenessRequest(AGR, JANUARY, lake, run_id, today=TODAY))
-
-
-def archive_records(members: dict[str, bytes]) -> set[tuple[str, str]]:
-    """(id, stamp) of every January record in the archive, by plain lxml (not the pipeline's parser)."""
-    out = set()
-    for body in members.values():
-        root = etree.fromstring(body)
-        for e in root.findall("{http://www.w3.org/2005/Atom}entry"):
-            out.add((e.findtext("{http://www.w3.org/2005/Atom}id"), e.findtext("{http://www.w3.org/2005/Atom}updated")))
-        for t in root.findall("{http://purl.org/atompub/tombstones/1.0}deleted-entry"):
-            out.add((t.get("ref"), t.get("when")))
-    return {r for r in out if r[1].startswith("2022-01")}
 
 
 def test_a_page_the_walk_missed_is_recovered_from_the_archive(site, lake) -> None:
@@ -68,7 +45,8 @@ def test_a_page_the_walk_missed_is_recovered_from_the_archive(site, lake) -> Non
 
     report = completeness(site, lake)
 
-    published = archive_records(members)
+    records = archive_records(members)
+    published = records["entry"] | records["tombstone"]
     hidden = {r for r in published if r[1].startswith(f"2022-01-{HIDDEN_DAY:02d}")}
     assert (report.published, report.recovered) == (len(published), len(hidden)) == (18, 3)
     assert report.landed_before == 15 and report.only_in_bronze == 0

@@ -1,0 +1,91 @@
+"""Lineage of a completeness check: the month's archive in, the recovered Bronze pages out.
+
+Inputs: the dataset's feed (`https://<host>` + `/sindicacion/sindicacion_<id>`, as the extraction
+names it) carrying `dataQualityAssertions` with one assertion `completeness`: expected = the entries
+and tombstones the archive published for the month, actual = those Bronze held before the check,
+`success` when they are equal; and the archive itself (same namespace, its path). Outputs: the
+recovered pages and the recovery manifest (as the extraction reports its pages), and the report.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+from placsp_provider.lineage.guard import never_fails
+
+if TYPE_CHECKING:
+    from airflow.providers.openlineage.extractors import OperatorLineage
+
+    from placsp_provider.operators.completeness import PlacspCompletenessOperator
+
+
+def completeness_lineage(*, dataset: str, base_url: str | None, summary: Mapping[str, Any] | None) -> OperatorLineage:
+    from airflow.providers.openlineage.extractors import OperatorLineage
+    from openlineage.client.facet_v2 import data_quality_assertions_dataset as dq
+
+    from placsp_provider.bronze.manifest import Manifest
+    from placsp_provider.datasets import get_dataset
+    from placsp_provider.lineage.datasets import input_dataset, output_dataset
+    from placsp_provider.lineage.extract import bronze_outputs
+    from placsp_provider.lineage.naming import DatasetName, local_path, placsp_feed
+
+    ds = get_dataset(dataset)
+    inputs, outputs = [], []
+    archive = summary.get("archive") if summary else None
+    base = base_url or (f"{urlsplit(archive).scheme}://{urlsplit(archive).netloc}" if archive else None)
+    if base:
+        feed = placsp_feed(base, ds.folder)
+        facets = {}
+        if summary:
+            expected, actual = int(summary["published"]), int(summary["landed_before"])
+            facets["dataQualityAssertions"] = dq.DataQualityAssertionsDatasetFacet(
+                assertions=[
+                    dq.Assertion(
+                        assertion="completeness",
+                        success=expected == actual,
+                        column=None,
+                        severity="error",
+                        name=f"completeness {summary['month']}",
+                        description=(
+                            f"{actual} of the {expected} entries and tombstones the archive published for "
+                            f"{summary['month']} were in Bronze before the check; {summary['recovered']} recovered"
+                        ),
+                        expected=str(expected),
+                        actual=str(actual),
+                    )
+                ]
+            )
+        inputs.append(input_dataset(feed, input_facets=facets))
+        if archive:
+            inputs.append(input_dataset(DatasetName(feed.namespace, urlsplit(archive).path)))
+    if summary and summary.get("lake"):
+        lake = Path(summary["lake"])
+        manifest_path = summary.get("manifest_path")
+        if manifest_path and Path(manifest_path).is_file():
+            outputs += bronze_outputs(lake, Manifest.load(Path(manifest_path)), Path(manifest_path))
+        report = lake / summary["report"] if summary.get("report") else None
+        if report is not None and report.is_file():
+            outputs.append(output_dataset(local_path(report), rows=len(summary.get("gap_days") or {}), files=1))
+    return OperatorLineage(inputs=inputs, outputs=outputs)  # type: ignore[arg-type]
+
+
+def on_start(op: PlacspCompletenessOperator) -> OperatorLineage:
+    return never_fails(
+        "completeness", lambda: completeness_lineage(dataset=op.dataset, base_url=_base_url(op), summary=None)
+    )
+
+
+def on_complete(op: PlacspCompletenessOperator, summary: Mapping[str, Any] | None) -> OperatorLineage:
+    return never_fails("completeness", lambda: completeness_lineage(dataset=op.dataset, base_url=None, summary=summary))
+
+
+def _base_url(op: PlacspCompletenessOperator) -> str | None:
+    from placsp_provider.hooks.placsp import PlacspHook
+
+    try:
+        return PlacspHook(op.placsp_conn_id).client_config().base_url
+    except Exception:  # no connection: the feed input is left out rather than guessed
+        return None
