@@ -27,8 +27,19 @@ _CONN_FIELDS = {
     "backoff_base": _field("Backoff base (s)", "number", "Doubles per retry; Retry-After wins", 2),
     "max_consecutive_failures": _field("Max consecutive failures", "integer", "Per run, then stop", 8),
     "max_page_bytes": _field("Max page size (bytes)", "integer", "Larger pages are refused", 268435456),
-    "max_archive_bytes": _field("Max archive size (bytes)", "integer", "", 8589934592),
-    "allowed_hosts": _field("Extra trusted hosts", "string", "Comma-separated; redirects elsewhere fail"),
+    "max_archive_bytes": _field("Max archive size (bytes)", "integer", "As downloaded", 8589934592),
+    "max_archive_inflated_bytes": _field(
+        "Max archive inflated size (bytes)", "integer", "All members together, decompressed", 68719476736
+    ),
+    "max_compression_ratio": _field("Max compression ratio", "integer", "Per archive member (zip bombs)", 200),
+    "page_deadline": _field("Page download deadline (s)", "number", "Total, whatever the server's pace", 600),
+    "archive_deadline": _field("Archive download deadline (s)", "number", "Total, whatever the server's pace", 14400),
+    "max_truncated_retries": _field("Re-downloads of a cut page", "integer", "Before landing it for quarantine", 2),
+    "allowed_hosts": _field(
+        "Extra trusted hosts",
+        "string",
+        "Comma-separated host or host:port; links and redirects elsewhere are refused; credentials stay on the site",
+    ),
 }
 
 
@@ -49,7 +60,11 @@ def get_provider_info() -> dict[str, Any]:
         "operators": [
             {
                 "integration-name": "PLACSP",
-                "python-modules": ["placsp_provider.operators.extract", "placsp_provider.operators.silver"],
+                "python-modules": [
+                    "placsp_provider.operators.extract",
+                    "placsp_provider.operators.silver",
+                    "placsp_provider.operators.completeness",
+                ],
             }
         ],
         "sensors": [{"integration-name": "PLACSP", "python-modules": ["placsp_provider.sensors.dead_letters"]}],

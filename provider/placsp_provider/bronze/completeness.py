@@ -106,6 +106,7 @@ class CompletenessReport:
     month: str
     run_id: str
     archive: str  # redacted URL
+    base_url: str = ""  # the site, redacted
     checked_at: str = ""
     published: int = 0
     landed_before: int = 0
@@ -141,6 +142,7 @@ class CompletenessReport:
             "manifest": self.manifest,
             "report": self.report,
             "archive": self.archive,
+            "base_url": self.base_url,
         }
 
     def to_json(self) -> str:
@@ -165,6 +167,7 @@ def check_month(
         month=f"{request.month:%Y-%m}",
         run_id=request.run_id or f"completeness__{uuid.uuid4().hex[:12]}",
         archive=redact(url),
+        base_url=redact(client.config.base_url),
     )
     incoming = layout.incoming_dir(lake, ds.key) / f"completeness-{uuid.uuid4().hex}"
     try:

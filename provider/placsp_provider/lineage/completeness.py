@@ -35,7 +35,7 @@ def completeness_lineage(*, dataset: str, base_url: str | None, summary: Mapping
     ds = get_dataset(dataset)
     inputs, outputs = [], []
     archive = summary.get("archive") if summary else None
-    base = base_url or (f"{urlsplit(archive).scheme}://{urlsplit(archive).netloc}" if archive else None)
+    base = base_url or (summary.get("base_url") if summary else None)
     if base:
         feed = placsp_feed(base, ds.folder)
         facets = {}
