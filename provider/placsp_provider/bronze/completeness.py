@@ -34,6 +34,8 @@ from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any
 
+from lxml import etree
+
 from placsp_provider.bronze import layout
 from placsp_provider.bronze.extract import InflateBudget, extract_member, members_for_window
 from placsp_provider.bronze.landing import land_atomically, write_text_atomically
@@ -41,7 +43,8 @@ from placsp_provider.bronze.manifest import LandedPage, Manifest
 from placsp_provider.datasets import Dataset
 from placsp_provider.errors import ConfigError, FeedError, PlacspError
 from placsp_provider.feed.client import FeedClient, redact
-from placsp_provider.feed.page_scan import PageScan, iter_items, scan_page
+from placsp_provider.feed.page_scan import iter_items, scan_page
+from placsp_provider.feed.prolog import dtd_refusal_file
 from placsp_provider.feed.timestamps import isoformat
 
 log = logging.getLogger(__name__)
@@ -267,15 +270,19 @@ def _may_hold(page: LandedPage, request: CompletenessRequest) -> bool:
 
 
 def _page_keys(path: Path, ds: Dataset, request: CompletenessRequest, *, source: str) -> Iterator[Key]:
-    """Keys of the month in one page: by the streaming parser, or the Silver parser's record split
-    when the page is not well-formed (only the records it can read count as present)."""
+    """Keys of the month in one page: by the streaming parser (one pass), or the Silver parser's
+    record split when the page is not well-formed (only the records it can read count as present)."""
     lo, hi = request.start, request.end
-    scan: PageScan = scan_page(path)
-    if scan.well_formed:
-        for kind, item_id, stamp in iter_items(path):
-            if stamp is not None and lo <= stamp < hi:
-                yield (kind, item_id, isoformat(stamp))
-        return
+    if dtd_refusal_file(path) is None:
+        try:
+            items = list(iter_items(path))
+        except etree.XMLSyntaxError:
+            items = None
+        if items is not None:
+            for kind, item_id, stamp in items:
+                if stamp is not None and lo <= stamp < hi:
+                    yield (kind, item_id, isoformat(stamp))
+            return
     from placsp_provider.spark.page_parser import parse_page  # plain Python, no Spark
 
     parsed = parse_page(path.read_bytes(), dataset=ds, source_file=source)
@@ -325,6 +332,7 @@ def _recover(
     manifest_file = layout.completeness_manifest_path(lake, ds.key, request.month)
     manifest = _recovery_manifest(manifest_file, request, report.run_id, client, url)
     listed = {p.file for p in manifest.pages}
+    recovered_keys: set[Key] = set()
     budget = InflateBudget(client.config.max_archive_inflated_bytes, client.config.max_compression_ratio)
     with _open_zip(ds, url, zip_path) as archive:
         for name in wanted:
@@ -343,6 +351,8 @@ def _recover(
                     f"{err.strerror or err}"
                 ) from err
             relative = str(final.relative_to(lake))
+            # Read back from Bronze, as the next check would: the landed file must hold its keys.
+            recovered_keys.update(_page_keys(final, ds, request, source=relative))
             if relative not in listed:
                 manifest.pages.append(
                     LandedPage.from_scan(
@@ -369,9 +379,7 @@ def _recover(
     write_text_atomically(manifest_file, manifest.to_json())
     report.manifest = str(manifest_file.relative_to(lake))
     report.recovered = len(missing)
-    # Read back what was landed, as the next check would: every missing key must be there now.
-    now = _bronze_keys(request, CompletenessReport(ds.key, report.month, report.run_id, report.archive))
-    still = Counter(key[2][:10] for key in missing if key not in now)
+    still = Counter(key[2][:10] for key in missing if key not in recovered_keys)
     if still:
         days = ", ".join(f"{d}: {n}" for d, n in sorted(still.items())[:10])
         raise IncompleteMonthError(
