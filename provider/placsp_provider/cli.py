@@ -40,6 +40,12 @@ def build_parser() -> argparse.ArgumentParser:
     ex.add_argument("--ca-bundle", help="PEM bundle including the FNMT root CA")
     ex.add_argument("--overlap-hours", type=float, default=6.0, help="reach this far before --since")
     ex.add_argument("--max-pages", type=int, default=300, help="page cap; beyond it, archives")
+    ex.add_argument(
+        "--stop-after-old-pages",
+        type=int,
+        default=2,
+        help="stop the walk after this many consecutive pages entirely older than the window",
+    )
     ex.add_argument("--run-id", default="", help="recorded in the manifest")
     ex.add_argument("--json", action="store_true", help="print the summary as JSON on stdout")
     ex.set_defaults(func=_cmd_extract)
@@ -120,6 +126,7 @@ def _cmd_extract(args: argparse.Namespace) -> dict[str, Any]:
         run_id=args.run_id,
         overlap=timedelta(hours=args.overlap_hours),
         max_pages=args.max_pages,
+        stop_after_old_pages=args.stop_after_old_pages,
     )
     with FeedClient(_client_config(args), ds.key) as client, _Progress(not args.json) as tick:
         manifest = extract_interval(client, request, progress=tick)

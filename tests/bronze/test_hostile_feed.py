@@ -21,7 +21,7 @@ from placsp_provider.bronze.layout import manifest_path
 from placsp_provider.bronze.manifest import Manifest
 from placsp_provider.datasets import DATASETS
 from placsp_provider.demo.loopback_site import LoopbackSite, Reply
-from placsp_provider.errors import FeedError, PageTooLargeError, UntrustedUrlError
+from placsp_provider.errors import ConfigError, FeedError, PageTooLargeError, UntrustedUrlError
 from placsp_provider.feed.client import ClientConfig, FeedClient
 from placsp_provider.feed.url_policy import UrlPolicy
 from tests.pages import day, page
@@ -153,12 +153,19 @@ def test_an_allowed_host_is_fetched_without_the_credentials(lake, site, elsewher
 
 def test_base_url_secrets_never_reach_the_manifest(lake, site) -> None:
     site.routes[HEAD] = page([(1, day(5))])  # the chain ends inside the window: the rest from the archive
-    base = site.base_url.replace("http://", "http://user:hunter2@") + "?token=abc123"
-    # The query string of a base URL is not part of the path the datasets append to; keep it out.
-    config = ClientConfig(base_url=base.split("?")[0], backoff_base=0.0, max_retries=0)
+    base = site.base_url.replace("http://", "http://user:hunter2@")
+    config = ClientConfig(base_url=base, backoff_base=0.0, max_retries=0)
     manifest = _extract(site, lake, client=FeedClient(config, "agregadas"))
     text = manifest_path(lake, "agregadas", START, START + timedelta(days=1)).read_text()
-    assert manifest.archives and "hunter2" not in text and "user:" not in text
+    assert manifest.archives and "hunter2" not in text and "user" not in text
+    assert site.requests[0][1]["Authorization"].startswith("Basic ")  # the site itself did get them
+
+
+def test_a_base_url_with_a_query_string_is_refused_without_echoing_it() -> None:
+    with pytest.raises(ConfigError) as caught:
+        ClientConfig(base_url="https://u:pw@contrataciondelsectorpublico.gob.es/sindicacion?token=s3cr3t")
+    assert "must not carry a query string" in str(caught.value)
+    assert "s3cr3t" not in str(caught.value) and "pw" not in str(caught.value)
 
 
 def test_tls_verification_off_warns_once(caplog, site) -> None:

@@ -72,7 +72,14 @@ class ClientConfig:
     def __post_init__(self) -> None:
         parts = urlsplit(self.base_url)
         if parts.scheme not in ("http", "https") or not parts.netloc:
-            raise ConfigError(f"base_url must be an http(s) URL, got {self.base_url!r}")
+            raise ConfigError(f"base_url must be an http(s) URL, got {redact(self.base_url)!r}")
+        if parts.query or parts.fragment:
+            # Dataset paths are appended to the base URL: a query string would end up in the middle
+            # of every URL (and tokens in it in every log line). Not echoed: it may hold a secret.
+            raise ConfigError(
+                f"base_url must not carry a query string or fragment (got {redact(self.base_url)!r}); "
+                "put credentials in the connection's login and password"
+            )
         for name in ("connect_timeout", "read_timeout", "backoff_base", "backoff_max"):
             if getattr(self, name) < 0:
                 raise ConfigError(f"{name} must be >= 0, got {getattr(self, name)}")

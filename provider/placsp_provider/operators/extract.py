@@ -30,6 +30,8 @@ class PlacspExtractOperator(BaseOperator):
     :param since: ISO date/time overriding the data interval start (backfills); with `until`.
     :param until: ISO date/time overriding the data interval end (exclusive).
     :param source: `auto` (live chain, archives for what it cannot reach) or `archives`.
+    :param stop_after_old_pages: the walk stops after this many consecutive pages entirely older than
+        the window (default 2): one out-of-order page does not end it.
     """
 
     template_fields: Sequence[str] = ("dataset", "lake", "since", "until", "source")
@@ -46,6 +48,7 @@ class PlacspExtractOperator(BaseOperator):
         since: str | None = None,
         until: str | None = None,
         source: str = "auto",
+        stop_after_old_pages: int = 2,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -57,6 +60,7 @@ class PlacspExtractOperator(BaseOperator):
         self.since = since
         self.until = until
         self.source = source
+        self.stop_after_old_pages = stop_after_old_pages
         self._summary: dict[str, Any] | None = None  # what execute returned, for the lineage events
 
     def execute(self, context: Context) -> dict[str, Any]:
@@ -84,6 +88,7 @@ class PlacspExtractOperator(BaseOperator):
             overlap=self._overlap(settings.overlap()),
             max_pages=self.max_pages or settings.max_pages(),
             source=self.source,
+            stop_after_old_pages=self.stop_after_old_pages,
         )
         try:
             with PlacspHook(self.placsp_conn_id).get_client(ds.key) as client:
