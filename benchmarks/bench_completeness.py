@@ -53,15 +53,15 @@ def _month_corpus(folder: Path, pages: int, page_bytes: int) -> list[Path]:
 
 def _land(lake: Path, files: list[Path]) -> None:
     """Land pages as extraction does: content-addressed files and a manifest counting them."""
-    from placsp_provider.bronze import layout
     from placsp_provider.bronze.landing import write_text_atomically
     from placsp_provider.bronze.manifest import LandedPage, Manifest
     from placsp_provider.feed.page_scan import scan_page
+    from placsp_provider.lake import bronze_dir, page_file
 
     manifest = Manifest("agregadas", 1044, "bench", "2022-01-01T00:00:00Z", "2022-02-01T00:00:00Z", "", "bench")
     for path in files:
         sha = hashlib.sha256(path.read_bytes()).hexdigest()
-        final = layout.page_file(lake, "agregadas", path.name, sha)
+        final = page_file(lake, "agregadas", path.name, sha)
         final.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(path, final)
         page = LandedPage.from_scan(
@@ -74,7 +74,7 @@ def _land(lake: Path, files: list[Path]) -> None:
             newly_landed=True,
         )
         manifest.pages.append(page)
-    write_text_atomically(layout.bronze_dir(lake, "agregadas") / "manifests" / "bench.json", manifest.to_json())
+    write_text_atomically(bronze_dir(lake, "agregadas") / "manifests" / "bench.json", manifest.to_json())
 
 
 def _prepare(work: Path, pages: int, page_bytes: int) -> dict[str, Any]:

@@ -290,18 +290,18 @@ def _truth_json(c: Any) -> dict[str, Any]:
 
 def _land_template(corpus: Corpus, root: Path) -> Path:
     """Bronze pages + one manifest, laid out as extraction does; children hard-link it into a fresh lake."""
-    from placsp_provider.bronze import layout
     from placsp_provider.bronze.manifest import LandedPage, Manifest
     from placsp_provider.datasets import get_dataset
     from placsp_provider.feed.page_scan import scan_page
     from placsp_provider.feed.timestamps import isoformat
+    from placsp_provider.lake import bronze_dir, page_file
 
     ds = get_dataset(corpus.dataset_key)
     stamp = isoformat(datetime(2025, 11, 28, tzinfo=UTC))
     manifest = Manifest(ds.key, ds.syndication_id, "bench", stamp, stamp, stamp, "bench")
     for path in corpus.files:
         sha = hashlib.sha256(path.read_bytes()).hexdigest()
-        final = layout.page_file(root, ds.key, path.name, sha)
+        final = page_file(root, ds.key, path.name, sha)
         final.parent.mkdir(parents=True, exist_ok=True)
         os.link(path, final)
         scan = scan_page(final)
@@ -316,7 +316,7 @@ def _land_template(corpus: Corpus, root: Path) -> Path:
                 newly_landed=True,
             )
         )
-    mpath = layout.bronze_dir(root, ds.key) / "manifests" / "bench.json"
+    mpath = bronze_dir(root, ds.key) / "manifests" / "bench.json"
     mpath.parent.mkdir(parents=True, exist_ok=True)
     mpath.write_text(manifest.to_json())
     return root

@@ -113,9 +113,9 @@ def _day(text: str) -> date:
 
 def _cmd_extract(args: argparse.Namespace) -> dict[str, Any]:
     from placsp_provider.bronze.extract import ExtractRequest, extract_interval
-    from placsp_provider.bronze.layout import manifest_path
     from placsp_provider.datasets import get_dataset
     from placsp_provider.feed.client import FeedClient
+    from placsp_provider.lake import manifest_path
 
     ds = get_dataset(args.dataset)
     request = ExtractRequest(

@@ -1,4 +1,5 @@
-"""Every setting the provider reads from the environment, in one place.
+"""The provider's settings read from the environment (the lake root is `lake.resolve_lake`; the
+Spark ones are read where Spark starts: `spark/session.py`, `spark/jars.py`).
 
 Airflow users set these as environment variables (or in the DAG's `default_args`); the CLI takes
 the same names as flags. Nothing here imports Airflow.
@@ -8,22 +9,11 @@ from __future__ import annotations
 
 import os
 from datetime import timedelta
-from pathlib import Path
 
-LAKE_ENV = "PLACSP_LAKE"
 OVERLAP_HOURS_ENV = "PLACSP_OVERLAP_HOURS"
 MAX_PAGES_ENV = "PLACSP_MAX_PAGES"
 DATASETS_ENV = "PLACSP_DATASETS"
 CONN_ID_DEFAULT = "placsp_default"
-
-
-def lake_path() -> Path:
-    """Root of the lake. Default: `placsp-lake` under AIRFLOW_HOME (or the working directory)."""
-    value = os.environ.get(LAKE_ENV)
-    if value:
-        return Path(value).expanduser().resolve()
-    home = os.environ.get("AIRFLOW_HOME")
-    return (Path(home) if home else Path.cwd()).resolve() / "placsp-lake"
 
 
 def overlap() -> timedelta:

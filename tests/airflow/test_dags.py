@@ -97,7 +97,7 @@ def test_daily_dag_runs_end_to_end_then_the_replay_dag(airflow_db: None, placsp_
     assert sum(p["entries"] for p in manifests["licitaciones"]["pages"]) == 5
     assert manifests["licitaciones"]["run_id"] == run.run_id
     # Silver ran on Spark (spark-submit, local) and its summary is the task's XCom and a file
-    from placsp_provider.spark.silver_job import summary_path
+    from placsp_provider.lake import run_summary_path as summary_path
 
     summary = json.loads(summary_path(lake, "licitaciones", run.run_id).read_text())
     assert summary["conservation"] == {
@@ -125,7 +125,7 @@ def test_daily_dag_runs_end_to_end_then_the_replay_dag(airflow_db: None, placsp_
         run_conf={"dataset": "licitaciones", "error_types": ["unbound_prefix"], "max_attempts": 1},
     )
     assert str(replay.state).endswith("success")
-    from placsp_provider.spark.replay_job import replay_summary_path
+    from placsp_provider.lake import replay_summary_path
 
     replayed = json.loads(replay_summary_path(lake, "licitaciones", replay.run_id).read_text())
     assert (replayed["selected"], replayed["recovered"], replayed["abandoned"]) == (3, 0, 3)

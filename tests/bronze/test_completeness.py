@@ -16,11 +16,11 @@ from pathlib import Path
 import pytest
 
 from placsp_provider.bronze.completeness import CompletenessRequest, check_month, parse_month
-from placsp_provider.bronze.layout import completeness_manifest_path, completeness_report_path
 from placsp_provider.bronze.manifest import Manifest
 from placsp_provider.demo.loopback_site import LoopbackSite, Reply
 from placsp_provider.errors import ConfigError, FeedError
 from placsp_provider.feed.client import ClientConfig, FeedClient
+from placsp_provider.lake import completeness_manifest_path, completeness_report_path
 from tests.hidden_page_site import AGR, FOLDER, HIDDEN_DAY, archive_records, daily_runs, serve_hidden_page_site
 
 pytestmark = pytest.mark.http

@@ -17,13 +17,13 @@ from pathlib import Path
 import pytest
 
 from placsp_provider.bronze.extract import ExtractRequest, extract_interval
-from placsp_provider.bronze.layout import manifest_path
 from placsp_provider.bronze.manifest import Manifest
 from placsp_provider.datasets import DATASETS
 from placsp_provider.demo.loopback_site import LoopbackSite, Reply
 from placsp_provider.errors import ConfigError, FeedError, PageTooLargeError, UntrustedUrlError
 from placsp_provider.feed.client import ClientConfig, FeedClient
 from placsp_provider.feed.url_policy import UrlPolicy
+from placsp_provider.lake import manifest_path
 from tests.pages import day, page
 
 pytestmark = pytest.mark.http

@@ -20,11 +20,12 @@ pytestmark = pytest.mark.unit
 
 # -- names --------------------------------------------------------------------------------------
 def test_lake_table_names_are_the_table_paths_the_spark_job_writes(tmp_path: Path) -> None:
+    from placsp_provider import lake as layout
     from placsp_provider.lineage import naming
     from placsp_provider.spark import tables
 
-    assert naming.SILVER_TABLES == tables.SILVER_TABLES
-    for table in naming.LAKE_TABLES:
+    assert (*layout.SILVER_TABLES, "dead_letters", "reconciliation") == layout.LAKE_TABLES
+    for table in layout.LAKE_TABLES:
         name = naming.lake_table(tmp_path / "lake", table)
         assert (name.namespace, name.name) == ("file", str(tables.table_path((tmp_path / "lake").resolve(), table)))
     with pytest.raises(ValueError, match="unknown lake table"):

@@ -76,7 +76,8 @@ def write_dead_letters(lake: Path, rows: list[dict[str, Any]]) -> None:
 
 def write_summary(lake: Path, dataset: str, run_id: str, entries: int, tombstones: int = 0) -> Path:
     """The part of a Silver run summary the sensor reads (`read`), where the ingest writes it."""
-    from placsp_provider.spark.silver_job import empty_summary, summary_path
+    from placsp_provider.lake import run_summary_path as summary_path
+    from placsp_provider.spark.silver_job import empty_summary
 
     summary = empty_summary(dataset, run_id, 1, 0)
     summary["read"] = {"entries": entries, "tombstones": tombstones}

@@ -10,12 +10,12 @@ import hashlib
 from datetime import UTC, datetime
 from pathlib import Path
 
-from placsp_provider.bronze import layout
 from placsp_provider.bronze.landing import land_atomically, write_text_atomically
 from placsp_provider.bronze.manifest import LandedPage, Manifest
 from placsp_provider.datasets import get_dataset
 from placsp_provider.feed.page_scan import scan_page
 from placsp_provider.feed.timestamps import isoformat
+from placsp_provider.lake import bronze_dir, incoming_dir, page_file
 
 
 def land(lake: Path, dataset: str, pages: dict[str, bytes], interval: str = "2022-01-05") -> Path:
@@ -27,10 +27,10 @@ def land(lake: Path, dataset: str, pages: dict[str, bytes], interval: str = "202
     )
     for name, body in pages.items():
         sha = hashlib.sha256(body).hexdigest()
-        tmp = layout.incoming_dir(lake, ds.key) / f"{name}.tmp"
+        tmp = incoming_dir(lake, ds.key) / f"{name}.tmp"
         tmp.parent.mkdir(parents=True, exist_ok=True)
         tmp.write_bytes(body)
-        final = layout.page_file(lake, ds.key, name, sha)
+        final = page_file(lake, ds.key, name, sha)
         scan = scan_page(tmp)
         new = land_atomically(tmp, final)
         manifest.pages.append(
@@ -44,6 +44,6 @@ def land(lake: Path, dataset: str, pages: dict[str, bytes], interval: str = "202
                 newly_landed=new,
             )
         )
-    path = layout.bronze_dir(lake, ds.key) / "manifests" / f"{interval}.json"
+    path = bronze_dir(lake, ds.key) / "manifests" / f"{interval}.json"
     write_text_atomically(path, manifest.to_json())
     return path

@@ -36,7 +36,6 @@ from typing import Any
 
 from lxml import etree
 
-from placsp_provider.bronze import layout
 from placsp_provider.bronze.extract import InflateBudget, extract_member, members_for_window
 from placsp_provider.bronze.landing import land_atomically, write_text_atomically
 from placsp_provider.bronze.manifest import LandedPage, Manifest
@@ -46,6 +45,13 @@ from placsp_provider.feed.client import FeedClient, redact
 from placsp_provider.feed.page_scan import iter_items, scan_page
 from placsp_provider.feed.prolog import dtd_refusal_file
 from placsp_provider.feed.timestamps import isoformat
+from placsp_provider.lake import (
+    bronze_dir,
+    completeness_manifest_path,
+    completeness_report_path,
+    incoming_dir,
+    page_file,
+)
 
 log = logging.getLogger(__name__)
 
@@ -172,7 +178,7 @@ def check_month(
         archive=redact(url),
         base_url=redact(client.config.base_url),
     )
-    incoming = layout.incoming_dir(lake, ds.key) / f"completeness-{uuid.uuid4().hex}"
+    incoming = incoming_dir(lake, ds.key) / f"completeness-{uuid.uuid4().hex}"
     try:
         zip_path = incoming / "archive.zip"
         log.info("dataset %s: reading archive %s for %s", ds.key, redact(url), report.month)
@@ -186,7 +192,7 @@ def check_month(
     finally:
         shutil.rmtree(incoming, ignore_errors=True)
     report.checked_at = isoformat(datetime.now(UTC))
-    path = layout.completeness_report_path(lake, ds.key, request.month)
+    path = completeness_report_path(lake, ds.key, request.month)
     report.report = str(path.relative_to(lake))
     write_text_atomically(path, report.to_json())
     log.info(
@@ -243,7 +249,7 @@ def _bronze_keys(request: CompletenessRequest, report: CompletenessReport) -> se
     """Every key of the month in the Bronze pages the manifests list (each file read once)."""
     ds, lake = request.dataset, request.lake
     files: set[str] = set()
-    for manifest_file in sorted((layout.bronze_dir(lake, ds.key) / "manifests").glob("*.json")):
+    for manifest_file in sorted((bronze_dir(lake, ds.key) / "manifests").glob("*.json")):
         try:
             manifest = Manifest.load(manifest_file)
         except (OSError, ValueError, TypeError) as err:
@@ -329,7 +335,7 @@ def _recover(
     them back: each missing key must now be in Bronze."""
     ds, lake = request.dataset, request.lake
     wanted = sorted(set(missing.values()))
-    manifest_file = layout.completeness_manifest_path(lake, ds.key, request.month)
+    manifest_file = completeness_manifest_path(lake, ds.key, request.month)
     manifest = _recovery_manifest(manifest_file, request, report.run_id, client, url)
     listed = {p.file for p in manifest.pages}
     recovered_keys: set[Key] = set()
@@ -341,7 +347,7 @@ def _recover(
             tmp = incoming / f"recover-{uuid.uuid4().hex}.atom"
             got = extract_member(archive, member, tmp, member_url, client.config.max_page_bytes, ds.key, budget)
             scan = scan_page(tmp)
-            final = layout.page_file(lake, ds.key, name, got.sha256)
+            final = page_file(lake, ds.key, name, got.sha256)
             try:
                 new = land_atomically(tmp, final)
             except OSError as err:

@@ -26,7 +26,6 @@ from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from urllib.parse import urljoin
 
-from placsp_provider.bronze import layout
 from placsp_provider.bronze.landing import land_atomically, write_text_atomically
 from placsp_provider.bronze.manifest import LandedPage, Manifest
 from placsp_provider.datasets import Dataset
@@ -34,6 +33,7 @@ from placsp_provider.errors import ConfigError, FeedError, PageTooLargeError, Pl
 from placsp_provider.feed.client import Download, FeedClient, redact
 from placsp_provider.feed.page_scan import PageScan, scan_page
 from placsp_provider.feed.timestamps import isoformat
+from placsp_provider.lake import incoming_dir, manifest_path, page_file
 
 log = logging.getLogger(__name__)
 
@@ -93,7 +93,7 @@ def extract_interval(client: FeedClient, request: ExtractRequest, progress: Prog
         base_url=redact(client.config.base_url),
     )
     run = _Run(client, request, manifest, progress)
-    path = layout.manifest_path(request.lake, ds.key, request.start, request.end)
+    path = manifest_path(request.lake, ds.key, request.start, request.end)
     try:
         use_chain = ds.has_live_feed and request.source == "auto"
         reached = run.walk_chain() if use_chain else None
@@ -137,7 +137,7 @@ class _Run:
         self.progress = progress
         self.bytes_so_far = 0
         # A folder per run: concurrent runs of one dataset never touch each other's temp files.
-        self.incoming = layout.incoming_dir(request.lake, request.dataset.key) / uuid.uuid4().hex
+        self.incoming = incoming_dir(request.lake, request.dataset.key) / uuid.uuid4().hex
 
     # -- the live chain ---------------------------------------------------------------------
     def walk_chain(self) -> datetime | None:
@@ -288,7 +288,7 @@ class _Run:
     def _land(self, download: Download, scan: PageScan, *, source: str, url: str, counter: str = "") -> None:
         ds, lake = self.req.dataset, self.req.lake
         name = url.rsplit("#", 1)[-1].rsplit("/", 1)[-1]
-        final = layout.page_file(lake, ds.key, name, download.sha256)
+        final = page_file(lake, ds.key, name, download.sha256)
         try:
             new = land_atomically(download.path, final)
         except OSError as err:  # a full disk, permissions: the page is not landed, say where and why

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from placsp_provider.errors import ConfigError, PlacspError
+from placsp_provider.lake import DEAD_LETTER_TABLE, table_path
 
 if TYPE_CHECKING:
     import pyarrow.dataset as pads
@@ -46,7 +47,6 @@ SAMPLE_LIMIT = 5
 TOP_ERROR_TYPES = 5
 MESSAGE_LIMIT = 2000
 
-TABLE = "dead_letters"
 _COUNT_COLUMNS = ("dataset", "stage", "error_type", "status")
 _SAMPLE_COLUMNS = ("source_file", "entry_id", "record_offset")
 _LIST_COLUMNS = "dataset, run_id, stage, error_type, source_file, record_offset, entry_id, error_message"
@@ -94,7 +94,7 @@ class DeadLetterQuery:
 
     @property
     def table_path(self) -> Path:
-        return Path(self.lake) / TABLE
+        return table_path(Path(self.lake), DEAD_LETTER_TABLE)
 
     def pruning_filters(self) -> list[tuple[str, str, Any]]:
         """Tuple filters for the Delta log: partition values exactly, other columns by file statistics."""
@@ -334,9 +334,9 @@ def _samples(files: pads.Dataset, expr: Any) -> tuple[DeadLetterSample, ...]:
 
 def summary_file(lake: str | Path, dataset: str, run_id: str) -> Path:
     """`<lake>/runs/<dataset>/<run_id>.json`, written by the Silver ingest after its last commit."""
-    from placsp_provider.spark.silver_job import summary_path
+    from placsp_provider.lake import run_summary_path
 
-    return summary_path(Path(lake), dataset, run_id)
+    return run_summary_path(Path(lake), dataset, run_id)
 
 
 def summary_exists(lake: str | Path, dataset: str, run_id: str) -> bool:

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from placsp_provider.lake import resolve_lake
 from placsp_provider.lineage.guard import never_fails
 
 if TYPE_CHECKING:
@@ -44,7 +45,7 @@ def extract_lineage(*, dataset: str, base_url: str | None, lake: str | Path, man
 
 def bronze_outputs(lake: str | Path, manifest: Manifest, manifest_file: Path) -> list[OutputDataset]:
     """The manifest's pages (records and bytes each) and the manifest itself (pages listed, bytes)."""
-    from placsp_provider.bronze.layout import pages_dir
+    from placsp_provider.lake import pages_dir
     from placsp_provider.lineage.datasets import output_dataset
     from placsp_provider.lineage.naming import bronze_file, local_path
 
@@ -105,6 +106,5 @@ def _base_url(op: PlacspExtractOperator) -> str | None:
 
 
 def _lake(op: PlacspExtractOperator) -> Path:
-    from placsp_provider import settings
 
-    return Path(op.lake) if op.lake else settings.lake_path()
+    return resolve_lake(op.lake)

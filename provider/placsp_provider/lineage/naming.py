@@ -20,12 +20,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from placsp_provider.lake import table_path
+
 FILE_NAMESPACE = "file"
-# The tables one Silver ingest writes, in the order the job writes them (spark/silver_job.py).
-SILVER_TABLES = ("entries", "lots", "documents", "results", "tombstones")
-DEAD_LETTER_TABLE = "dead_letters"
-RECONCILIATION_TABLE = "reconciliation"
-LAKE_TABLES = (*SILVER_TABLES, DEAD_LETTER_TABLE, RECONCILIATION_TABLE)
 
 
 @dataclass(frozen=True, order=True)
@@ -47,11 +44,7 @@ def local_path(path: str | Path) -> DatasetName:
 
 def lake_table(lake: str | Path, table: str) -> DatasetName:
     """A Delta table of the lake: `silver/<table>`, `dead_letters` or `reconciliation` under the lake root."""
-    if table not in LAKE_TABLES:
-        raise ValueError(f"unknown lake table {table!r}; the tables are {', '.join(LAKE_TABLES)}")
-    # Same layout as spark/tables.table_path, which imports pyarrow: not worth it for a path.
-    folder = Path(lake) / table if table in (DEAD_LETTER_TABLE, RECONCILIATION_TABLE) else Path(lake) / "silver" / table
-    return local_path(folder)
+    return local_path(table_path(Path(lake), table))
 
 
 def bronze_file(lake: str | Path, relative: str) -> DatasetName:

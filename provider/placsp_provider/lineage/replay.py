@@ -45,9 +45,10 @@ def replay_lineage(
     from airflow.providers.openlineage.extractors import OperatorLineage
     from openlineage.client.generated.input_statistics_input_dataset import InputStatisticsInputDatasetFacet
 
+    from placsp_provider.lake import DEAD_LETTER_TABLE, LAKE_TABLES
     from placsp_provider.lineage.datasets import input_dataset, output_dataset, table_schema_facet
     from placsp_provider.lineage.facets import FACET_KEY, dead_letters_facet
-    from placsp_provider.lineage.naming import DEAD_LETTER_TABLE, LAKE_TABLES, lake_table
+    from placsp_provider.lineage.naming import lake_table
 
     stats = {"inputStatistics": InputStatisticsInputDatasetFacet(rowCount=selected)} if selected is not None else {}
     inputs = [

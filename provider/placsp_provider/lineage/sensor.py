@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from placsp_provider.lake import resolve_lake
 from placsp_provider.lineage.guard import never_fails
 
 if TYPE_CHECKING:
@@ -43,9 +44,10 @@ def threshold_lineage(
 ) -> OperatorLineage:
     from airflow.providers.openlineage.extractors import OperatorLineage
 
+    from placsp_provider.lake import DEAD_LETTER_TABLE
     from placsp_provider.lineage.datasets import input_dataset, table_schema_facet
     from placsp_provider.lineage.facets import FACET_KEY, dead_letters_facet
-    from placsp_provider.lineage.naming import DEAD_LETTER_TABLE, lake_table
+    from placsp_provider.lineage.naming import lake_table
 
     input_facets: dict[str, InputDatasetFacet] = {}
     if checks:
@@ -133,10 +135,9 @@ def on_complete(
 def _lineage(
     op: DeadLetterThresholdSensor, checks: Sequence[ThresholdCheck], counts: DeadLetterCounts | None
 ) -> OperatorLineage:
-    from placsp_provider import settings
     from placsp_provider.datasets import get_dataset
 
-    lake = Path(op.lake).expanduser().resolve() if op.lake else settings.lake_path()
+    lake = resolve_lake(op.lake)
     return threshold_lineage(
         lake=lake, dataset=get_dataset(op.dataset).key, scope=op.scope, checks=checks, counts=counts
     )

@@ -18,6 +18,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from placsp_provider.lake import resolve_lake
 from placsp_provider.lineage.guard import never_fails
 
 if TYPE_CHECKING:
@@ -45,8 +46,8 @@ def silver_lineage(
 
 def bronze_inputs(lake: str | Path, manifests: Iterable[Path]) -> list[InputDataset]:
     """Each manifest and each page it names (once), as the extract task reported them."""
-    from placsp_provider.bronze.layout import pages_dir
     from placsp_provider.bronze.manifest import Manifest
+    from placsp_provider.lake import pages_dir
     from placsp_provider.lineage.datasets import input_dataset
     from placsp_provider.lineage.extract import MAX_PAGE_DATASETS
     from placsp_provider.lineage.naming import bronze_file, local_path
@@ -69,8 +70,9 @@ def bronze_inputs(lake: str | Path, manifests: Iterable[Path]) -> list[InputData
 
 
 def lake_outputs(lake: str | Path, summary: Mapping[str, Any] | None) -> list[OutputDataset]:
+    from placsp_provider.lake import LAKE_TABLES
     from placsp_provider.lineage.datasets import output_dataset, table_schema_facet
-    from placsp_provider.lineage.naming import LAKE_TABLES, lake_table
+    from placsp_provider.lineage.naming import lake_table
 
     rows = rows_written(summary) if summary else {}
     return [
@@ -81,7 +83,7 @@ def lake_outputs(lake: str | Path, summary: Mapping[str, Any] | None) -> list[Ou
 
 def rows_written(summary: Mapping[str, Any]) -> dict[str, int]:
     """Rows each table received from the run, from the summary's MERGE metrics."""
-    from placsp_provider.lineage.naming import RECONCILIATION_TABLE, SILVER_TABLES
+    from placsp_provider.lake import RECONCILIATION_TABLE, SILVER_TABLES
 
     merge = summary.get("merge") or {}
     out = {
@@ -138,7 +140,7 @@ def _lineage(op: PlacspSilverOperator, summary: Mapping[str, Any] | None) -> Ope
 
 def _manifests(op: PlacspSilverOperator, lake: Path, dataset: str) -> list[Path]:
     """The manifest the task ingests or, without one, every manifest of the dataset (what the job reads)."""
-    from placsp_provider.bronze.layout import bronze_dir
+    from placsp_provider.lake import bronze_dir
 
     if op.manifest:
         return [Path(str(op.manifest))]
@@ -147,15 +149,14 @@ def _manifests(op: PlacspSilverOperator, lake: Path, dataset: str) -> list[Path]
 
 def _summary_file(op: PlacspSilverOperator, run_id: str | None) -> dict[str, Any] | None:
     from placsp_provider.datasets import get_dataset
-    from placsp_provider.spark.silver_job import summary_path
+    from placsp_provider.lake import run_summary_path
 
     if not run_id:
         return None
-    path = summary_path(_lake(op), get_dataset(op.dataset).key, run_id)
+    path = run_summary_path(_lake(op), get_dataset(op.dataset).key, run_id)
     return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
 
 
 def _lake(op: PlacspSilverOperator) -> Path:
-    from placsp_provider import settings
 
-    return Path(op.lake).resolve() if op.lake else settings.lake_path()
+    return resolve_lake(op.lake)

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import UTC, date, datetime, timedelta
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseOperator, Context
 
+from placsp_provider.lake import resolve_lake
 from placsp_provider.settings import CONN_ID_DEFAULT
 
 if TYPE_CHECKING:
@@ -51,7 +51,6 @@ class PlacspCompletenessOperator(BaseOperator):
         self._summary: dict[str, Any] | None = None
 
     def execute(self, context: Context) -> dict[str, Any]:
-        from placsp_provider import settings
         from placsp_provider.bronze.completeness import CompletenessRequest, check_month, parse_month
         from placsp_provider.datasets import get_dataset
         from placsp_provider.errors import PlacspError
@@ -59,7 +58,7 @@ class PlacspCompletenessOperator(BaseOperator):
 
         ds = get_dataset(self.dataset)
         month = parse_month(self.month) if self.month and str(self.month) != "None" else previous_month(context)
-        lake = Path(self.lake).resolve() if self.lake else settings.lake_path()
+        lake = resolve_lake(self.lake)
         request = CompletenessRequest(ds, month, lake, run_id=context["run_id"])
         try:
             with PlacspHook(self.placsp_conn_id).get_client(ds.key) as client:

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseOperator, Context
 
+from placsp_provider.lake import resolve_lake
 from placsp_provider.settings import CONN_ID_DEFAULT
 
 if TYPE_CHECKING:
@@ -66,10 +66,10 @@ class PlacspExtractOperator(BaseOperator):
     def execute(self, context: Context) -> dict[str, Any]:
         from placsp_provider import settings
         from placsp_provider.bronze.extract import ExtractRequest, extract_interval
-        from placsp_provider.bronze.layout import manifest_path
         from placsp_provider.datasets import get_dataset
         from placsp_provider.errors import PlacspError
         from placsp_provider.hooks.placsp import PlacspHook
+        from placsp_provider.lake import manifest_path
 
         ds = get_dataset(self.dataset)
         start: datetime | None = context.get("data_interval_start")
@@ -78,7 +78,7 @@ class PlacspExtractOperator(BaseOperator):
             start, end = _aware(self.since), _aware(self.until)
         if start is None or end is None:
             raise ValueError("PlacspExtractOperator needs a data interval; use a timetable that sets one")
-        lake = Path(self.lake) if self.lake else settings.lake_path()
+        lake = resolve_lake(self.lake)
         request = ExtractRequest(
             dataset=ds,
             start=start,

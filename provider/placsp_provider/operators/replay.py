@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import Context
 
+from placsp_provider.lake import resolve_lake
 from placsp_provider.operators.spark_submit import SPARK_CONN_DEFAULT, default_application, prepare_spark_submit
 
 if TYPE_CHECKING:
@@ -97,12 +98,11 @@ class DeadLetterReplayOperator(SparkSubmitOperator):
 
     def replay_request(self, run_id: str) -> Any:
         """The typed request, validated before any JVM starts (a bad filter fails in a second)."""
-        from placsp_provider import settings
         from placsp_provider.spark.replay_job import ReplayRequest
 
         return ReplayRequest(
             dataset=self.dataset,
-            lake=Path(self.lake).resolve() if self.lake else settings.lake_path(),
+            lake=resolve_lake(self.lake),
             run_id=run_id,
             stages=_strings(self.stages),
             error_types=_strings(self.error_types),
@@ -154,11 +154,10 @@ class DeadLetterReplayOperator(SparkSubmitOperator):
         return never_fails("replay", lambda: self._lineage(None))
 
     def _lineage(self, summary: dict[str, Any] | None) -> OperatorLineage:
-        from placsp_provider import settings
         from placsp_provider.datasets import get_dataset
         from placsp_provider.lineage.replay import replay_lineage
 
-        lake = Path(str(self.lake)).resolve() if self.lake else settings.lake_path()
+        lake = resolve_lake(self.lake)
         dataset = get_dataset(str(self.dataset)).key
         if summary is None:
             return replay_lineage(lake=lake, dataset=dataset)

@@ -67,17 +67,16 @@ class PlacspSilverOperator(SparkSubmitOperator):
         self._summary: dict[str, Any] | None = None  # what execute returned, for the lineage events
 
     def execute(self, context: Context) -> dict[str, Any]:  # type: ignore[override]
-        from placsp_provider import settings
         from placsp_provider.datasets import get_dataset
-        from placsp_provider.spark.silver_job import summary_path
+        from placsp_provider.lake import resolve_lake, run_summary_path
 
         ds = get_dataset(self.dataset)
-        lake = Path(self.lake).resolve() if self.lake else settings.lake_path()
+        lake = resolve_lake(self.lake)
         run_id = context["run_id"]
         if self.manifest and not _manifest_pages(Path(self.manifest)):
             # Nothing landed for this interval: no reason to start a JVM.
             self.log.info("dataset %s: the manifest %s lists no pages; nothing to ingest", ds.key, self.manifest)
-            self._summary = _nothing_to_do(ds.key, run_id)
+            self._summary = _nothing_to_do(ds.key, run_id, lake)
             return self._summary
         args = ["--dataset", ds.key, "--lake", str(lake), "--run-id", run_id]
         if self.manifest:
@@ -87,7 +86,7 @@ class PlacspSilverOperator(SparkSubmitOperator):
             prepare_spark_submit(self, Path(tmp), context, app_name=f"placsp_silver_{ds.key}")
             self.log.info("dataset %s: Silver ingest of %s on Spark (run %s)", ds.key, lake, run_id)
             super().execute(context)
-        summary = json.loads(summary_path(lake, ds.key, run_id).read_text())
+        summary = json.loads(run_summary_path(lake, ds.key, run_id).read_text())
         self.log.info("dataset %s: Silver run summary:\n%s", ds.key, json.dumps(summary, indent=2, sort_keys=True))
         self._summary = summary
         return summary
@@ -118,8 +117,9 @@ def _manifest_pages(path: Path) -> int:
     return len(Manifest.load(path).pages)
 
 
-def _nothing_to_do(dataset: str, run_id: str) -> dict[str, Any]:
-    from placsp_provider import settings
+def _nothing_to_do(dataset: str, run_id: str, lake: Path) -> dict[str, Any]:
+    """The summary of an ingest with nothing to do, written where the gate reads it: under the task's
+    own lake (an explicit `lake=` included)."""
     from placsp_provider.spark.silver_job import empty_summary, finish
 
-    return finish(empty_summary(dataset, run_id, 0, 0), settings.lake_path())
+    return finish(empty_summary(dataset, run_id, 0, 0), lake)

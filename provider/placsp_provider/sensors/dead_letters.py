@@ -5,7 +5,6 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from datetime import timedelta
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseSensorOperator, Context, PokeReturnValue
@@ -13,6 +12,7 @@ from airflow.sdk.exceptions import AirflowFailException, AirflowSensorTimeout
 
 from placsp_provider.dead_letters.stats import validate_thresholds
 from placsp_provider.errors import PlacspError
+from placsp_provider.lake import resolve_lake
 
 if TYPE_CHECKING:
     from airflow.providers.openlineage.extractors import OperatorLineage
@@ -58,7 +58,7 @@ class DeadLetterThresholdSensor(BaseSensorOperator):
     :param max_count: the most dead letters allowed (0: none).
     :param max_ratio: the highest dead letters / entries read allowed, 0..1; scope `run` only.
     :param severity: `error` or `warn`.
-    :param lake: lake root (templated); default `$PLACSP_LAKE` (settings.lake_path()).
+    :param lake: lake root (templated); default `$PLACSP_LAKE` (`lake.resolve_lake`).
     :param deferrable: wait in the triggerer (`DeadLetterThresholdTrigger`) instead of a worker slot.
     """
 
@@ -149,11 +149,10 @@ class DeadLetterThresholdSensor(BaseSensorOperator):
     # -- shared -----------------------------------------------------------------------------------
     def _query(self, context: Context) -> DeadLetterQuery:
         """The rendered arguments, validated (templated fields are only known now)."""
-        from placsp_provider import settings
         from placsp_provider.datasets import get_dataset
         from placsp_provider.dead_letters.stats import scope_query
 
-        lake = Path(self.lake).expanduser().resolve() if self.lake else settings.lake_path()
+        lake = resolve_lake(self.lake)
         return scope_query(
             lake,
             dataset=get_dataset(self.dataset).key,

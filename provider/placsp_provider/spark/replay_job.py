@@ -34,8 +34,9 @@ from typing import TYPE_CHECKING, Any
 
 from placsp_provider.datasets import Dataset, get_dataset
 from placsp_provider.errors import ConfigError
+from placsp_provider.lake import replay_summary_path, table_path
 from placsp_provider.spark.silver_job import IngestRequest, pages_to_ingest, route_files, write_routed
-from placsp_provider.spark.tables import ensure_tables, table_path
+from placsp_provider.spark.tables import ensure_tables
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -421,11 +422,6 @@ def _summary(
         "silver": silver,
         "conservation": {"selected": len(outcomes), "accounted": accounted, "balanced": accounted == len(outcomes)},
     }
-
-
-def replay_summary_path(lake: Path, dataset: str, run_id: str) -> Path:
-    safe = "".join(c if c.isalnum() or c in "-_.+" else "_" for c in run_id)
-    return lake / "runs" / dataset / f"replay-{safe}.json"
 
 
 def describe(summary: dict[str, Any]) -> str:

@@ -22,16 +22,16 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from placsp_provider.bronze.layout import bronze_dir
 from placsp_provider.bronze.manifest import LandedPage, Manifest
 from placsp_provider.datasets import Dataset, get_dataset
+from placsp_provider.lake import bronze_dir, run_summary_path, table_path
 from placsp_provider.spark.routing import (
     dead_letter_arrow_schema,
     dead_letter_id,
     make_router,
     routed_spark_schema,
 )
-from placsp_provider.spark.tables import ensure_tables, table_path
+from placsp_provider.spark.tables import ensure_tables
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -362,13 +362,8 @@ def _fill_summary(summary, tallies, quarantined, counts, merge_metrics) -> None:
     summary["merge"] = merge_metrics
 
 
-def summary_path(lake: Path, dataset: str, run_id: str) -> Path:
-    safe = "".join(c if c.isalnum() or c in "-_.+" else "_" for c in run_id)
-    return lake / "runs" / dataset / f"{safe}.json"
-
-
 def finish(summary: dict[str, Any], lake: Path) -> dict[str, Any]:
-    path = summary_path(lake, summary["dataset"], summary["run_id"])
+    path = run_summary_path(lake, summary["dataset"], summary["run_id"])
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(summary, indent=2, sort_keys=True, default=str))
     summary["summary_file"] = str(path)

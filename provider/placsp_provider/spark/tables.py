@@ -15,13 +15,13 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
+from placsp_provider.lake import LAKE_TABLES, table_path
 from placsp_provider.spark.silver_schema import SCHEMAS
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
     from pyspark.sql.types import StructType
 
-SILVER_TABLES = ("entries", "lots", "documents", "results", "tombstones")
 UTC_TS = pa.timestamp("us", tz="UTC")
 
 _LINEAGE = [
@@ -70,12 +70,6 @@ def table_schema(table: str) -> pa.Schema:
     return pa.schema([*base, *_LINEAGE])
 
 
-def table_path(lake: Path, table: str) -> Path:
-    if table in ("dead_letters", "reconciliation"):
-        return lake / table
-    return lake / "silver" / table
-
-
 def spark_table_schema(table: str) -> StructType:
     from pyspark.sql.pandas.types import from_arrow_schema
 
@@ -86,7 +80,7 @@ def ensure_tables(spark: SparkSession, lake: Path) -> None:
     """Create every table that does not exist yet (idempotent; concurrent creators are fine)."""
     from delta.tables import DeltaTable
 
-    for table in (*SILVER_TABLES, "dead_letters", "reconciliation"):
+    for table in LAKE_TABLES:
         path = table_path(lake, table)
         if (path / "_delta_log").is_dir():
             continue

@@ -1,0 +1,116 @@
+"""The lake's layout: its root and every path in it, defined once. Imports nothing heavy.
+
+<lake>/bronze/<dataset>/pages/<page stem>.<sha256[:16]>.atom   landed pages (immutable)
+<lake>/bronze/<dataset>/manifests/<start>__<end>.json          one manifest per interval
+<lake>/bronze/<dataset>/manifests/<YYYY-MM>.completeness.json  pages recovered from a month's archive
+<lake>/bronze/<dataset>/_incoming/                             temp files, same filesystem
+<lake>/silver/<table>                                          Silver Delta tables
+<lake>/dead_letters, <lake>/reconciliation                     the other Delta tables
+<lake>/runs/<dataset>/<run id>.json, replay-<run id>.json      run summaries (Silver ingest, replay)
+<lake>/completeness/<dataset>/<YYYY-MM>.json                   completeness report of a month
+
+The Spark jobs, operators, sensor, trigger, lineage names, CLI and benchmarks all take paths from
+here, so they never drift. The lake must be a POSIX path visible at the same place to the Airflow
+worker, the Spark driver and its executors (docs/architecture.md).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from datetime import date, datetime
+from pathlib import Path
+
+from placsp_provider.feed.timestamps import isoformat
+
+LAKE_ENV = "PLACSP_LAKE"
+
+SILVER_TABLES = ("entries", "lots", "documents", "results", "tombstones")
+DEAD_LETTER_TABLE = "dead_letters"
+RECONCILIATION_TABLE = "reconciliation"
+LAKE_TABLES = (*SILVER_TABLES, DEAD_LETTER_TABLE, RECONCILIATION_TABLE)
+
+
+def resolve_lake(explicit: str | Path | None = None) -> Path:
+    """The lake root: an explicit value (an operator's `lake=`, a CLI flag), else `$PLACSP_LAKE`,
+    else `placsp-lake` under `$AIRFLOW_HOME` (or the working directory). Always absolute and resolved
+    (the lineage names and Spark's paths are the resolved ones)."""
+    if explicit is not None and str(explicit).strip() not in ("", "None"):
+        return Path(str(explicit)).expanduser().resolve()
+    value = os.environ.get(LAKE_ENV)
+    if value:
+        return Path(value).expanduser().resolve()
+    home = os.environ.get("AIRFLOW_HOME")
+    return (Path(home) if home else Path.cwd()).resolve() / "placsp-lake"
+
+
+# -- Bronze -----------------------------------------------------------------------------------------
+def bronze_dir(lake: Path, dataset: str) -> Path:
+    return lake / "bronze" / dataset
+
+
+def pages_dir(lake: Path, dataset: str) -> Path:
+    return bronze_dir(lake, dataset) / "pages"
+
+
+def manifests_dir(lake: Path, dataset: str) -> Path:
+    return bronze_dir(lake, dataset) / "manifests"
+
+
+def incoming_dir(lake: Path, dataset: str) -> Path:
+    return bronze_dir(lake, dataset) / "_incoming"
+
+
+def manifest_path(lake: Path, dataset: str, start: datetime, end: datetime) -> Path:
+    stamp = f"{_compact(start)}__{_compact(end)}"
+    return manifests_dir(lake, dataset) / f"{stamp}.json"
+
+
+def completeness_manifest_path(lake: Path, dataset: str, month: date) -> Path:
+    """The manifest of pages a completeness check recovered (read by the Silver ingest like any other)."""
+    return manifests_dir(lake, dataset) / f"{month:%Y-%m}.completeness.json"
+
+
+# A page's file name keeps the name it was published under, made safe for any filesystem: only
+# these characters, and short enough (the content hash keeps it unique; the manifest keeps the URL).
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+_MAX_STEM = 120
+
+
+def page_file(lake: Path, dataset: str, name: str, sha256: str) -> Path:
+    stem = name.rsplit("/", 1)[-1]
+    stem = stem[: -len(".atom")] if stem.endswith(".atom") else stem
+    stem = _UNSAFE.sub("_", stem).lstrip(".")[:_MAX_STEM] or "page"
+    return pages_dir(lake, dataset) / f"{stem}.{sha256[:16]}.atom"
+
+
+# -- tables -----------------------------------------------------------------------------------------
+def table_path(lake: Path, table: str) -> Path:
+    """A Delta table of the lake: `silver/<table>`, `dead_letters` or `reconciliation`."""
+    if table not in LAKE_TABLES:
+        raise ValueError(f"unknown lake table {table!r}; the tables are {', '.join(LAKE_TABLES)}")
+    if table in (DEAD_LETTER_TABLE, RECONCILIATION_TABLE):
+        return lake / table
+    return lake / "silver" / table
+
+
+# -- summaries and reports --------------------------------------------------------------------------
+def safe_run_id(run_id: str) -> str:
+    """A run id as a file name: characters other than letters, digits and `-_.+` become `_`."""
+    return "".join(c if c.isalnum() or c in "-_.+" else "_" for c in run_id)
+
+
+def run_summary_path(lake: Path, dataset: str, run_id: str) -> Path:
+    return lake / "runs" / dataset / f"{safe_run_id(run_id)}.json"
+
+
+def replay_summary_path(lake: Path, dataset: str, run_id: str) -> Path:
+    return lake / "runs" / dataset / f"replay-{safe_run_id(run_id)}.json"
+
+
+def completeness_report_path(lake: Path, dataset: str, month: date) -> Path:
+    return lake / "completeness" / dataset / f"{month:%Y-%m}.json"
+
+
+def _compact(value: datetime) -> str:
+    return isoformat(value).replace(":", "").replace("-", "")
