@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from placsp_provider.errors import PlacspError
+from placsp_provider.lake import DEAD_LETTER_TABLE, bronze_dir, table_path
 
 
 def _timestamp(text: str) -> datetime:
@@ -174,10 +175,9 @@ def _cmd_ingest(args: argparse.Namespace) -> dict[str, Any]:
 
     ds = get_dataset(args.dataset)
     lake = args.lake.resolve()
-    if not (lake / "bronze" / ds.key).is_dir():
-        raise PlacspError(
-            f"dataset {ds.key}: nothing landed under {lake / 'bronze' / ds.key}; run `placsp extract` first"
-        )
+    landed = bronze_dir(lake, ds.key)
+    if not landed.is_dir():
+        raise PlacspError(f"dataset {ds.key}: nothing landed under {landed}; run `placsp extract` first")
     run_id = args.run_id or f"cli__{datetime.now(UTC):%Y%m%dT%H%M%S}_{uuid.uuid4().hex[:6]}"
     print(f"starting Spark (local) for dataset {ds.key}, run {run_id}...", file=sys.stderr)
     spark = get_session("placsp-ingest")
@@ -227,7 +227,7 @@ def _cmd_dead_letter_replay(args: argparse.Namespace) -> dict[str, Any]:
         max_attempts=args.max_attempts,
         dry_run=args.dry_run,
     )
-    if not (lake / "dead_letters" / "_delta_log").is_dir():
+    if not (table_path(lake, DEAD_LETTER_TABLE) / "_delta_log").is_dir():
         raise PlacspError(f"no dead-letter table under {lake}: nothing to replay (is --lake the lake root?)")
     print(f"starting Spark (local) to replay dead letters of {request.dataset}, run {run_id}...", file=sys.stderr)
     spark = get_session("placsp-dead-letter-replay")
