@@ -15,6 +15,7 @@ from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from placsp_provider import settings
 from placsp_provider.errors import PlacspError
 from placsp_provider.lake import DEAD_LETTER_TABLE, bronze_dir, table_path
 
@@ -39,12 +40,14 @@ def build_parser() -> argparse.ArgumentParser:
     ex.add_argument("--lake", required=True, type=Path, help="lake root folder")
     ex.add_argument("--base-url", help="site root (…/sindicacion); default: the live site")
     ex.add_argument("--ca-bundle", help="PEM bundle including the FNMT root CA")
-    ex.add_argument("--overlap-hours", type=float, default=6.0, help="reach this far before --since")
-    ex.add_argument("--max-pages", type=int, default=300, help="page cap; beyond it, archives")
+    ex.add_argument(
+        "--overlap-hours", type=float, default=settings.DEFAULT_OVERLAP_HOURS, help="reach this far before --since"
+    )
+    ex.add_argument("--max-pages", type=int, default=settings.DEFAULT_MAX_PAGES, help="page cap; beyond it, archives")
     ex.add_argument(
         "--stop-after-old-pages",
         type=int,
-        default=2,
+        default=settings.DEFAULT_STOP_AFTER_OLD_PAGES,
         help="stop the walk after this many consecutive pages entirely older than the window",
     )
     ex.add_argument("--run-id", default="", help="recorded in the manifest")
@@ -96,8 +99,15 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("--since", type=_day, help="first UTC day the dead letter was recorded (YYYY-MM-DD)")
     rp.add_argument("--until", type=_day, help="last UTC day the dead letter was recorded (YYYY-MM-DD)")
     rp.add_argument("--id", action="append", default=[], dest="ids", help="a dead_letter_id (repeatable)")
-    rp.add_argument("--max-records", type=int, default=10_000, help="at most this many, oldest first")
-    rp.add_argument("--max-attempts", type=int, default=3, help="still failing at this many attempts: abandoned")
+    rp.add_argument(
+        "--max-records", type=int, default=settings.REPLAY_MAX_RECORDS, help="at most this many, oldest first"
+    )
+    rp.add_argument(
+        "--max-attempts",
+        type=int,
+        default=settings.REPLAY_MAX_ATTEMPTS,
+        help="still failing at this many attempts: abandoned",
+    )
     rp.add_argument("--dry-run", action="store_true", help="report what would be recovered; write nothing")
     rp.add_argument("--run-id", default="", help="recorded on replayed rows and dead letters")
     rp.add_argument("--json", action="store_true", help="print the summary as JSON on stdout")

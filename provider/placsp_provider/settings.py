@@ -10,6 +10,14 @@ from __future__ import annotations
 import os
 from datetime import timedelta
 
+# Defaults, once: the operators, the CLI, the request objects and the DAG forms all take them from here.
+DEFAULT_OVERLAP_HOURS = 6.0
+DEFAULT_MAX_PAGES = 300
+DEFAULT_STOP_AFTER_OLD_PAGES = 2
+REPLAY_MAX_RECORDS = 10_000  # per replay run, by default
+REPLAY_MAX_RECORDS_LIMIT = 100_000  # the form's maximum: outcomes are gathered on the Spark driver
+REPLAY_MAX_ATTEMPTS = 3
+
 OVERLAP_HOURS_ENV = "PLACSP_OVERLAP_HOURS"
 MAX_PAGES_ENV = "PLACSP_MAX_PAGES"
 DATASETS_ENV = "PLACSP_DATASETS"
@@ -17,11 +25,11 @@ CONN_ID_DEFAULT = "placsp_default"
 
 
 def overlap() -> timedelta:
-    return timedelta(hours=float(os.environ.get(OVERLAP_HOURS_ENV, "6")))
+    return timedelta(hours=float(os.environ.get(OVERLAP_HOURS_ENV, DEFAULT_OVERLAP_HOURS)))
 
 
 def max_pages() -> int:
-    return int(os.environ.get(MAX_PAGES_ENV, "300"))
+    return int(os.environ.get(MAX_PAGES_ENV, DEFAULT_MAX_PAGES))
 
 
 COMPLETENESS_SCHEDULE_ENV = "PLACSP_COMPLETENESS_SCHEDULE"

@@ -26,6 +26,7 @@ from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from urllib.parse import urljoin
 
+from placsp_provider import settings
 from placsp_provider.bronze.landing import land_atomically, write_text_atomically
 from placsp_provider.bronze.manifest import LandedPage, Manifest
 from placsp_provider.datasets import Dataset
@@ -49,11 +50,11 @@ class ExtractRequest:
     end: datetime
     lake: Path
     run_id: str = ""
-    overlap: timedelta = timedelta(hours=6)
-    max_pages: int = 300
+    overlap: timedelta = timedelta(hours=settings.DEFAULT_OVERLAP_HOURS)
+    max_pages: int = settings.DEFAULT_MAX_PAGES
     # Stop the walk only after this many consecutive pages entirely older than the window: the
     # chain is ordered by publication, and one backdated page must not hide the pages after it.
-    stop_after_old_pages: int = 2
+    stop_after_old_pages: int = settings.DEFAULT_STOP_AFTER_OLD_PAGES
     today: date | None = None  # which archives exist depends on it; tests pin it
     source: str = "auto"  # "auto": live chain, then archives for what it cannot reach; "archives"
 

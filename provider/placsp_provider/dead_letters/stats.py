@@ -32,6 +32,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from placsp_provider.dead_letters.lifecycle import QUARANTINED, STAGES
 from placsp_provider.errors import ConfigError, PlacspError
 from placsp_provider.lake import DEAD_LETTER_TABLE, table_path
 
@@ -39,10 +40,7 @@ if TYPE_CHECKING:
     import pyarrow.dataset as pads
 
 SCOPES = ("run", "backlog")
-# page_parser.STAGE_PARSE, page_parser.STAGE_VALIDATION, silver_job.STAGE_RECONCILIATION (docs/dead-letters.md)
-STAGES = ("parse", "validation", "reconciliation")
 SEVERITIES = ("error", "warn")
-STATUS_QUARANTINED = "quarantined"
 SAMPLE_LIMIT = 5
 TOP_ERROR_TYPES = 5
 MESSAGE_LIMIT = 2000
@@ -241,8 +239,7 @@ def scope_query(
     `quarantined`, whatever run inserted it. Unknown stages and malformed error types are refused: a
     typo would count nothing and pass.
     """
-    if scope not in SCOPES:
-        raise ConfigError(f"scope must be 'run' or 'backlog'; got {scope!r}")
+    check_scope(scope)
     if scope == "run" and not run_id:
         raise ConfigError(f"dataset {dataset}: scope 'run' needs the run id")
     stages, error_types = _names("stages", stages), _names("error_types", error_types)
@@ -256,7 +253,7 @@ def scope_query(
         lake=str(lake),
         dataset=dataset,
         run_id=run_id if scope == "run" else None,
-        status=STATUS_QUARANTINED if scope == "backlog" else None,
+        status=QUARANTINED if scope == "backlog" else None,
         stages=stages,
         error_types=error_types,
     )
@@ -404,12 +401,17 @@ class ThresholdCheck:
         return cls(**{k: v for k, v in data.items() if k != "assertion"})
 
 
-def validate_thresholds(*, scope: str, severity: str, max_count: Any, max_ratio: Any) -> None:
-    """Refuse thresholds that cannot work, with a sentence that says why (ConfigError)."""
+def check_scope(scope: str) -> None:
+    """The one place a scope is checked (the sensor, the trigger, the CLI and the queries all call it)."""
     if scope not in SCOPES:
         raise ConfigError(
             f"scope must be 'run' (this run's dead letters) or 'backlog' (all quarantined); got {scope!r}"
         )
+
+
+def validate_thresholds(*, scope: str, severity: str, max_count: Any, max_ratio: Any) -> None:
+    """Refuse thresholds that cannot work, with a sentence that says why (ConfigError)."""
+    check_scope(scope)
     if severity not in SEVERITIES:
         raise ConfigError(f"severity must be 'error' (fail the task) or 'warn' (log and succeed); got {severity!r}")
     if max_count is None and max_ratio is None:

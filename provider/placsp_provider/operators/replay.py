@@ -13,6 +13,7 @@ from airflow.sdk import Context
 
 from placsp_provider.lake import resolve_lake
 from placsp_provider.operators.spark_submit import SPARK_CONN_DEFAULT, default_application, prepare_spark_submit
+from placsp_provider.settings import REPLAY_MAX_ATTEMPTS, REPLAY_MAX_RECORDS
 
 if TYPE_CHECKING:
     from airflow.providers.openlineage.extractors import OperatorLineage
@@ -71,8 +72,8 @@ class DeadLetterReplayOperator(SparkSubmitOperator):
         since: str | None = None,
         until: str | None = None,
         dead_letter_ids: Sequence[str] | str = (),
-        max_records: int | str = 10_000,
-        max_attempts: int | str = 3,
+        max_records: int | str = REPLAY_MAX_RECORDS,
+        max_attempts: int | str = REPLAY_MAX_ATTEMPTS,
         dry_run_only: bool | str = False,
         conn_id: str = SPARK_CONN_DEFAULT,
         application: str | None = None,

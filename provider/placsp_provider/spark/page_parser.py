@@ -30,6 +30,7 @@ from typing import Any
 from lxml import etree
 
 from placsp_provider.datasets import Dataset
+from placsp_provider.dead_letters.lifecycle import STAGE_PARSE, STAGE_VALIDATION
 from placsp_provider.feed.prolog import dtd_refusal, to_utf8
 from placsp_provider.feed.xml import ATOM_NS, DELETED_ENTRY_TAG, ENTRY_TAG, make_parser
 from placsp_provider.spark import page_split
@@ -44,8 +45,6 @@ from placsp_provider.spark.validation import (
 
 Row = dict[str, Any]
 
-STAGE_PARSE = "parse"
-STAGE_VALIDATION = "validation"
 PAGE = "page"
 
 # Error types of stage 'parse'.

@@ -33,8 +33,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from placsp_provider.datasets import Dataset, get_dataset
+from placsp_provider.dead_letters import lifecycle
+from placsp_provider.dead_letters.lifecycle import QUARANTINED, REPLAYABLE, REPLAYED
 from placsp_provider.errors import ConfigError
 from placsp_provider.lake import replay_summary_path, table_path
+from placsp_provider.settings import REPLAY_MAX_ATTEMPTS, REPLAY_MAX_RECORDS
 from placsp_provider.spark.silver_job import IngestRequest, pages_to_ingest, route_files, write_routed
 from placsp_provider.spark.tables import ensure_tables
 
@@ -43,11 +46,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-REPLAYABLE = ("quarantined", "fixed")
 RECORD_KINDS = ("entry", "tombstone")
 RECOVERED, STILL_FAILING, ABANDONED = "recovered", "still_failing", "abandoned"
-DEFAULT_MAX_RECORDS = 10_000
-DEFAULT_MAX_ATTEMPTS = 3
 
 
 @dataclass(frozen=True)
@@ -62,8 +62,8 @@ class ReplayRequest:
     since: date | None = None
     until: date | None = None
     dead_letter_ids: tuple[str, ...] = ()
-    max_records: int = DEFAULT_MAX_RECORDS
-    max_attempts: int = DEFAULT_MAX_ATTEMPTS
+    max_records: int = REPLAY_MAX_RECORDS
+    max_attempts: int = REPLAY_MAX_ATTEMPTS
     dry_run: bool = False
 
     def __post_init__(self) -> None:
@@ -332,11 +332,12 @@ def _replay_files(
 def _mark(spark: SparkSession, lake: Path, dataset: str, run_id: str, outcomes: list[Outcome], at: datetime) -> None:
     """Record every outcome on its dead letter, only if nobody changed it since it was selected."""
     from delta.tables import DeltaTable
+    from pyspark.sql import functions as F
     from pyspark.sql.types import IntegerType, StringType, StructField, StructType
 
     from placsp_provider.spark.silver_merge import retry_on_conflict
 
-    status = {RECOVERED: "replayed", STILL_FAILING: "quarantined", ABANDONED: "abandoned"}
+    status = {RECOVERED: REPLAYED, STILL_FAILING: QUARANTINED, ABANDONED: lifecycle.ABANDONED}
     schema = StructType(
         [
             StructField("dead_letter_id", StringType(), False),
@@ -361,6 +362,8 @@ def _mark(spark: SparkSession, lake: Path, dataset: str, run_id: str, outcomes: 
         ],
         schema,
     )
+    # The run id travels as a column of the source: no SQL literal to quote.
+    source = source.withColumn("replay_run_id", F.lit(run_id))
     stamp = f"timestamp'{at.strftime('%Y-%m-%d %H:%M:%S')}+00:00'"
     replayed = "s.new_status = 'replayed'"
     table = DeltaTable.forPath(spark, str(table_path(lake, "dead_letters")))
@@ -374,17 +377,13 @@ def _mark(spark: SparkSession, lake: Path, dataset: str, run_id: str, outcomes: 
                 "attempts": "t.attempts + 1",
                 "last_attempt_at": stamp,
                 "replayed_at": f"CASE WHEN {replayed} THEN {stamp} ELSE t.replayed_at END",
-                "replay_run_id": f"CASE WHEN {replayed} THEN '{_sql_text(run_id)}' ELSE t.replay_run_id END",
+                "replay_run_id": f"CASE WHEN {replayed} THEN s.replay_run_id ELSE t.replay_run_id END",
                 "error_type": "coalesce(s.error_type, t.error_type)",
                 "error_message": "coalesce(s.error_message, t.error_message)",
             },
         )
     )
     retry_on_conflict(merge.execute, what=f"dataset {dataset}: replay {run_id}: dead-letter status update")
-
-
-def _sql_text(value: str) -> str:
-    return value.replace("\\", "\\\\").replace("'", "\\'")
 
 
 def _summary(

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from placsp_provider.bronze.manifest import LandedPage, Manifest
 from placsp_provider.datasets import Dataset, get_dataset
+from placsp_provider.dead_letters.lifecycle import STAGE_RECONCILIATION
 from placsp_provider.lake import bronze_dir, run_summary_path, table_path
 from placsp_provider.spark.routing import (
     dead_letter_arrow_schema,
@@ -38,7 +39,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-STAGE_RECONCILIATION = "reconciliation"
 # Page-level parse failures that stand for the whole file (nothing of it can be trusted).
 _WHOLE_FILE_PARSE_ERRORS = frozenset({"dtd_refused", "not_a_feed"})
 
