@@ -85,7 +85,7 @@ def test_a_duplicate_entry_id_fails_the_uniqueness_rule_with_the_exact_message(b
         f"all results: placsp quality check --dataset agregadas --lake {broken_copy} --run-id {BROKEN_RUN} "
         "--table entries --json"
     )
-    query, names, rows = list_offending_rows(
+    _, names, rows = list_offending_rows(
         CheckRequest(broken_copy, "agregadas", run_id=BROKEN_RUN), "entries_key_unique"
     )
     assert rows == [("agregadas", row.column("entry_id")[0].as_py(), 2)] and names[-1] == "copies"

@@ -68,8 +68,16 @@ def test_a_drift_between_code_and_contract_is_reported_column_by_column() -> Non
 def test_the_issue_rules_are_in_the_contracts() -> None:
     rules = {r.id: r for t in CONTRACT_TABLES for r in load_contract(contract_path(t)).rules}
     key = rules["entries_key_unique"]
-    assert (key.metric, key.columns, key.scope, key.severity) == ("duplicateValues", ("dataset", "entry_id"), "table", "error")
-    assert (rules["entries_entry_id_not_null"].metric, rules["entries_entry_id_not_null"].scope) == ("nullValues", "run")
+    assert (key.metric, key.columns, key.scope, key.severity) == (
+        "duplicateValues",
+        ("dataset", "entry_id"),
+        "table",
+        "error",
+    )
+    assert (rules["entries_entry_id_not_null"].metric, rules["entries_entry_id_not_null"].scope) == (
+        "nullValues",
+        "run",
+    )
     assert rules["entries_updated_not_in_future"].kind == "sql"
     assert rules["entries_cpv_codes_eight_digits"].arguments == {"pattern": "^[0-9]{8}$"}
     assert {"lots_belong_to_an_entry", "results_belong_to_an_entry", "reconciliation_balanced"} <= set(rules)

@@ -201,26 +201,13 @@ class LakeSession:
         return table_path(self.lake, table)
 
     def _register(self, table: str) -> None:
-        import pyarrow.fs as pafs
-
         from placsp_provider.spark.tables import table_schema
 
         path = self.table_path(table)
         source: Any
-        if (path / "_delta_log").is_dir():
-            from deltalake import DeltaTable
-            from deltalake.exceptions import DeltaError
-
-            try:
-                delta = DeltaTable(str(path))
-                filesystem = pafs.SubTreeFileSystem(str(path.resolve()), pafs.LocalFileSystem())
-                source = delta.to_pyarrow_dataset(
-                    filesystem=filesystem, file_pruning_predicate=[("dataset", "=", self.dataset)]
-                )
-                self.versions[table] = delta.version()
-                self.delta_schemas[table] = list(delta.schema().fields)
-            except (DeltaError, OSError) as err:
-                raise QualityTableError(path, _reason(err)) from err
+        opened = _open(path, self.dataset)
+        if opened is not None:
+            source, self.versions[table], self.delta_schemas[table] = opened
         else:
             source = table_schema(table).empty_table()
             self.versions[table] = None
@@ -243,6 +230,35 @@ class LakeSession:
     def column_type(self, table: str, column: str) -> str:
         rows = self.con.execute(f"DESCRIBE SELECT {_ident(column)} FROM {table}").fetchall()
         return str(rows[0][1]) if rows else ""
+
+
+def open_partition(lake: str | Path, table: str, dataset: str) -> Any:
+    """The `dataset` partition of a lake table as a pruned Arrow dataset, or None if there is no table."""
+    from placsp_provider.spark.tables import table_path
+
+    opened = _open(table_path(Path(lake), table), dataset)
+    return opened[0] if opened else None
+
+
+def _open(path: Path, dataset: str) -> tuple[Any, int, list[Any]] | None:
+    """(Arrow dataset of the partition, Delta version, Delta schema fields), None without a table.
+
+    Arrow's own local filesystem, rooted at the table, not deltalake's Python filesystem (see
+    dead_letters/stats.py: Python filesystem callbacks from Arrow's I/O threads crash at exit)."""
+    if not (path / "_delta_log").is_dir():
+        return None
+    import pyarrow as pa
+    import pyarrow.fs as pafs
+    from deltalake import DeltaTable
+    from deltalake.exceptions import DeltaError
+
+    try:
+        delta = DeltaTable(str(path))
+        filesystem = pafs.SubTreeFileSystem(str(path.resolve()), pafs.LocalFileSystem())
+        source = delta.to_pyarrow_dataset(filesystem=filesystem, file_pruning_predicate=[("dataset", "=", dataset)])
+        return source, delta.version(), list(delta.schema().fields)
+    except (DeltaError, pa.ArrowException, OSError) as err:
+        raise QualityTableError(path, _reason(err)) from err
 
 
 def default_run_column(table: str) -> str:
