@@ -49,7 +49,11 @@ def get_provider_info() -> dict[str, Any]:
         "operators": [
             {
                 "integration-name": "PLACSP",
-                "python-modules": ["placsp_provider.operators.extract", "placsp_provider.operators.silver"],
+                "python-modules": [
+                    "placsp_provider.operators.extract",
+                    "placsp_provider.operators.silver",
+                    "placsp_provider.operators.quality",
+                ],
             }
         ],
         "sensors": [{"integration-name": "PLACSP", "python-modules": ["placsp_provider.sensors.dead_letters"]}],
