@@ -25,6 +25,7 @@ BENCHMARKS: tuple[str, ...] = (
     "benchmarks.bench_silver",
     "benchmarks.bench_dead_letters",
     "benchmarks.bench_replay",
+    "benchmarks.bench_quality",
 )
 
 DOCS = REPO / "docs" / "benchmarks.md"

@@ -222,14 +222,19 @@ def load_contract(path: Path | str) -> Contract:
 
 def validate_odcs(path: Path, document: dict[str, Any]) -> None:
     """The ODCS JSON Schema; the first error (the deepest, most precise one) names its rule if in one."""
-    from jsonschema import Draft201909Validator
-
-    errors = list(Draft201909Validator(odcs_schema()).iter_errors(document))
+    errors = list(_validator().iter_errors(document))
     if not errors:
         return
     error = _most_precise(errors)
     where = "/".join(str(p) for p in error.absolute_path) or "(top)"
     raise ContractError(path, f"not valid ODCS at {where}: {_first_line(error.message)}", _rule_at(document, error))
+
+
+@cache
+def _validator() -> Any:
+    from jsonschema import Draft201909Validator
+
+    return Draft201909Validator(odcs_schema())
 
 
 def _most_precise(errors: list[Any]) -> Any:
