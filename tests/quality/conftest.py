@@ -28,11 +28,7 @@ def real_lake(spark, tmp_path_factory) -> Path:  # noqa: F811 - the fixture abov
     from tests.spark.bronze import land
 
     lake = tmp_path_factory.mktemp("quality") / "lake"
-    import os  # DEV-ONLY
 
-    if os.environ.get("QLAKE"):  # DEV-ONLY
-        shutil.copytree(os.environ["QLAKE"], lake)  # DEV-ONLY
-        return lake  # DEV-ONLY
     lic = SAMPLES / "643_licitaciones"
     land(
         lake,
