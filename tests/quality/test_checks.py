@@ -119,7 +119,7 @@ def test_a_null_id_and_a_nullable_column_are_caught(broken_copy: Path) -> None:
     import pyarrow as pa
     from deltalake import write_deltalake
 
-    rows = _rows(broken_copy, "entries", "menores")
+    rows = _rows(broken_copy, "entries", "licitaciones")
     fields = [pa.field(f.name, f.type, True) if f.name == "entry_id" else f for f in rows.schema]
     rows = rows.cast(pa.schema(fields))
     write_deltalake(
@@ -129,7 +129,7 @@ def test_a_null_id_and_a_nullable_column_are_caught(broken_copy: Path) -> None:
         schema_mode="overwrite",
         partition_by=["dataset"],
     )
-    report = run_checks(CheckRequest(broken_copy, "menores", run_id=BROKEN_RUN, tables=("entries",)))
+    report = run_checks(CheckRequest(broken_copy, "licitaciones", run_id=BROKEN_RUN, tables=("entries",)))
     assert _failed(report) == {"entries_entry_id_not_null": 1.0, "entries_schema": 1.0}
     schema = next(r for r in report.results if r.rule_id == "entries_schema")
     assert schema.message == "schema drift: column entry_id is nullable in the table, required in the contract"

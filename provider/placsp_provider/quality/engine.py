@@ -204,10 +204,18 @@ class LakeSession:
         from placsp_provider.spark.tables import table_schema
 
         path = self.table_path(table)
+        run_column = self.run_columns.get(table) or default_run_column(table)
         source: Any
-        opened = _open(path, self.dataset)
+        run_source: Any = None
+        opened = _open(path, [("dataset", "=", self.dataset)])
         if opened is not None:
             source, self.versions[table], self.delta_schemas[table] = opened
+            if self.run_id:
+                # The run's files only: the Delta log's min/max statistics of the run column prune the
+                # others before any is opened (a run writes its own files; a MERGE rewrite may mix runs,
+                # which the exact filter of the view then sorts out).
+                pruning = [("dataset", "=", self.dataset), (run_column, "=", self.run_id)]
+                run_source = _open(path, pruning)[0]  # type: ignore[index]
         else:
             source = table_schema(table).empty_table()
             self.versions[table] = None
@@ -216,9 +224,14 @@ class LakeSession:
         self.con.execute(
             f"CREATE VIEW {table} AS SELECT * FROM _delta_{table} WHERE dataset = {_literal(self.dataset)}"
         )
-        run_column = self.run_columns.get(table) or default_run_column(table)
-        run_filter = f"{_ident(run_column)} = {_literal(self.run_id)}" if self.run_id else "TRUE"
-        self.con.execute(f"CREATE VIEW {run_view(table)} AS SELECT * FROM {table} WHERE {run_filter}")
+        if self.run_id:
+            self.con.register(f"_delta_run_{table}", run_source if run_source is not None else source)
+            self.con.execute(
+                f"CREATE VIEW {run_view(table)} AS SELECT * FROM _delta_run_{table} "
+                f"WHERE dataset = {_literal(self.dataset)} AND {_ident(run_column)} = {_literal(self.run_id)}"
+            )
+        else:
+            self.con.execute(f"CREATE VIEW {run_view(table)} AS SELECT * FROM {table}")
 
     def scalar(self, sql: str) -> tuple[Any, ...]:
         row = self.con.execute(sql).fetchone()
@@ -236,12 +249,13 @@ def open_partition(lake: str | Path, table: str, dataset: str) -> Any:
     """The `dataset` partition of a lake table as a pruned Arrow dataset, or None if there is no table."""
     from placsp_provider.spark.tables import table_path
 
-    opened = _open(table_path(Path(lake), table), dataset)
+    opened = _open(table_path(Path(lake), table), [("dataset", "=", dataset)])
     return opened[0] if opened else None
 
 
-def _open(path: Path, dataset: str) -> tuple[Any, int, list[Any]] | None:
-    """(Arrow dataset of the partition, Delta version, Delta schema fields), None without a table.
+def _open(path: Path, pruning: list[tuple[str, str, Any]]) -> tuple[Any, int, list[Any]] | None:
+    """(Arrow dataset of the files `pruning` keeps, Delta version, Delta schema fields), None without a
+    table. `pruning`: partition values exactly, other columns by the files' min/max statistics.
 
     Arrow's own local filesystem, rooted at the table, not deltalake's Python filesystem (see
     dead_letters/stats.py: Python filesystem callbacks from Arrow's I/O threads crash at exit)."""
@@ -255,7 +269,7 @@ def _open(path: Path, dataset: str) -> tuple[Any, int, list[Any]] | None:
     try:
         delta = DeltaTable(str(path))
         filesystem = pafs.SubTreeFileSystem(str(path.resolve()), pafs.LocalFileSystem())
-        source = delta.to_pyarrow_dataset(filesystem=filesystem, file_pruning_predicate=[("dataset", "=", dataset)])
+        source = delta.to_pyarrow_dataset(filesystem=filesystem, file_pruning_predicate=pruning)
         return source, delta.version(), list(delta.schema().fields)
     except (DeltaError, pa.ArrowException, OSError) as err:
         raise QualityTableError(path, _reason(err)) from err
