@@ -26,6 +26,7 @@ BENCHMARKS: tuple[str, ...] = (
     "benchmarks.bench_dead_letters",
     "benchmarks.bench_replay",
     "benchmarks.bench_completeness",
+    "benchmarks.bench_quality",
 )
 
 DOCS = REPO / "docs" / "benchmarks.md"

@@ -3,7 +3,8 @@
 Per dataset with a live head feed (643 licitaciones, 1044 agregadas, 1143 menores): extraction
 (HTTP -> Bronze pages + manifest), then the Silver ingest on Spark (Bronze -> Silver Delta tables,
 with every entry that cannot be parsed or validated routed to the dead-letter table), then a
-dead-letter threshold gate (PLACSP_DEAD_LETTER_MAX_RATIO, PLACSP_DEAD_LETTER_SEVERITY).
+dead-letter threshold gate (PLACSP_DEAD_LETTER_MAX_RATIO, PLACSP_DEAD_LETTER_SEVERITY) and, next to it,
+the data-contract check with the volume anomaly check (docs/data-quality.md).
 Set PLACSP_LAKE for the lake root and the `placsp_default` connection for the site (see README).
 Only `airflow.sdk` and the provider's thin operator modules are imported here: the file parses fast.
 """
@@ -18,6 +19,7 @@ from placsp_provider import settings
 from placsp_provider.datasets import live_datasets
 from placsp_provider.notifications import LogNotifier
 from placsp_provider.operators.extract import PlacspExtractOperator
+from placsp_provider.operators.quality import DataContractCheckOperator
 from placsp_provider.operators.silver import PlacspSilverOperator
 from placsp_provider.sensors.dead_letters import DeadLetterThresholdSensor
 
@@ -62,3 +64,9 @@ with DAG(
             on_failure_callback=[LogNotifier()],
         )
         extract >> silver >> gate
+        # Data contracts (include/contracts) on this run's rows and the whole tables, and the day's
+        # volume against its Prophet forecast: an `error` rule turns the run red (docs/data-quality.md).
+        quality = DataContractCheckOperator(
+            task_id=f"quality_{ds.key}", dataset=ds.key, on_failure_callback=[LogNotifier()]
+        )
+        silver >> quality

@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 from airflow.sdk import DAG, Param
 
 from placsp_provider.datasets import DATASETS
+from placsp_provider.operators.quality import DataContractCheckOperator
 from placsp_provider.operators.replay import DeadLetterReplayOperator
 
 with DAG(
@@ -73,7 +74,7 @@ with DAG(
         "dry_run": Param(False, type="boolean", description="Report what would be recovered; write nothing"),
     },
 ) as dag:
-    DeadLetterReplayOperator(
+    replay = DeadLetterReplayOperator(
         task_id="replay",
         dataset="{{ params.dataset }}",
         stages="{{ params.stages }}",
@@ -85,3 +86,6 @@ with DAG(
         max_attempts="{{ params.max_attempts }}",
         dry_run_only="{{ params.dry_run }}",
     )
+    # The replayed rows (this run's) and the whole tables against the data contracts; no volume check:
+    # a replay does not ingest a day.
+    replay >> DataContractCheckOperator(task_id="quality", dataset="{{ params.dataset }}", volume=False)

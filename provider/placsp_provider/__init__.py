@@ -64,6 +64,7 @@ def get_provider_info() -> dict[str, Any]:
                     "placsp_provider.operators.extract",
                     "placsp_provider.operators.silver",
                     "placsp_provider.operators.completeness",
+                    "placsp_provider.operators.quality",
                 ],
             }
         ],

@@ -112,7 +112,101 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("--run-id", default="", help="recorded on replayed rows and dead letters")
     rp.add_argument("--json", action="store_true", help="print the summary as JSON on stdout")
     rp.set_defaults(func=_cmd_dead_letter_replay)
+    _add_quality_commands(sub)
     return parser
+
+
+# -- placsp quality: data contracts, volume, report (docs/data-quality.md) ----------------------------
+def _add_quality_commands(sub: Any) -> None:
+    q = sub.add_parser("quality", help="data contracts, volume anomalies and the quality report (no Spark)")
+    q_sub = q.add_subparsers(dest="quality_command", required=True)
+    ck = q_sub.add_parser("check", help="check a dataset against the contracts; exit 1 when an error rule fails")
+    ck.add_argument("--dataset", required=True, help="key or syndication id")
+    ck.add_argument("--lake", required=True, type=Path, help="lake root folder")
+    ck.add_argument("--table", action="append", default=[], help="only this table (repeatable); default all")
+    ck.add_argument("--run-id", help="scope `run` rules check only this run's rows; default the whole table")
+    ck.add_argument("--contracts", help="folder of <table>.odcs.yaml; default include/contracts")
+    ck.add_argument("--rule", help="with --rows: the rule whose offending rows to list")
+    ck.add_argument("--rows", action="store_true", help="list the rows --rule counts as failing")
+    ck.add_argument("--limit", type=int, default=50, help="at most this many rows with --rows")
+    ck.add_argument("--record", action="store_true", help="also append the results to quality_results")
+    ck.add_argument("--json", action="store_true", help="print every result as JSON on stdout")
+    ck.set_defaults(func=_cmd_quality_check)
+    vo = q_sub.add_parser("volume", help="a day's entry count against its Prophet interval; exit 1 on an anomaly")
+    vo.add_argument("--dataset", required=True, help="key or syndication id")
+    vo.add_argument("--lake", required=True, type=Path, help="lake root folder")
+    vo.add_argument("--day", type=_day, help="the day to judge (YYYY-MM-DD); default yesterday (UTC)")
+    vo.add_argument("--min-history-days", type=int, default=28, help="fewer days of history: skipped")
+    vo.add_argument("--interval-width", type=float, default=0.99, help="Prophet's interval, e.g. 0.99")
+    vo.add_argument("--json", action="store_true", help="print the verdict as JSON on stdout")
+    vo.set_defaults(func=_cmd_quality_volume)
+    rep = q_sub.add_parser("report", help="write one self-contained HTML page: rules, results, volume chart")
+    rep.add_argument("--dataset", required=True, help="key or syndication id")
+    rep.add_argument("--lake", required=True, type=Path, help="lake root folder")
+    rep.add_argument("--out", required=True, type=Path, help="the HTML file to write")
+    rep.add_argument("--contracts", help="folder of <table>.odcs.yaml; default include/contracts")
+    rep.set_defaults(func=_cmd_quality_report)
+
+
+def _cmd_quality_check(args: argparse.Namespace) -> dict[str, Any]:
+    from placsp_provider.datasets import get_dataset
+    from placsp_provider.quality.contract import CONTRACT_TABLES
+    from placsp_provider.quality.engine import CheckRequest, list_offending_rows
+
+    dataset, lake = get_dataset(args.dataset).key, args.lake.resolve()
+    tables = tuple(args.table) or CONTRACT_TABLES
+    if args.rows:
+        if not args.rule:
+            raise PlacspError("--rows needs --rule RULE_ID (the rule whose failing rows to list)")
+        request = CheckRequest(str(lake), dataset, args.run_id, CONTRACT_TABLES, args.contracts)
+        sql, names, rows = list_offending_rows(request, args.rule, args.limit)
+        print(f"-- {sql}", file=sys.stderr)
+        print("\t".join(names))
+        for row in rows:
+            print("\t".join("" if v is None else str(v) for v in row))
+        print(f"{len(rows)} row(s) (at most {args.limit})", file=sys.stderr)
+        return {}
+    from placsp_provider.quality.run import check_dataset
+
+    check = check_dataset(
+        lake, dataset, run_id=args.run_id, tables=tables, contracts_dir=args.contracts, record=args.record
+    )
+    report = check.report
+    if args.json:
+        print(json.dumps(report.to_dict(), indent=2, ensure_ascii=False, default=str))
+    else:
+        for result in report.results:
+            if not result.success:
+                print(f"FAIL {result.describe()}")
+        print(
+            f"{dataset}: {len(report.results)} rules, {len(report.errors)} error and {len(report.warnings)} warn "
+            f"rule(s) failing" + ("" if report.passed else f"; list rows: {report.request.cli_command(rule='RULE_ID')}")
+        )
+    if not report.passed:
+        raise SystemExit(1)
+    return {}
+
+
+def _cmd_quality_volume(args: argparse.Namespace) -> dict[str, Any]:
+    from placsp_provider.datasets import get_dataset
+    from placsp_provider.quality.volume import VolumeConfig, check_day
+
+    config = VolumeConfig(interval_width=args.interval_width, min_history_days=args.min_history_days)
+    day = args.day or (datetime.now(UTC).date() - timedelta(days=1))
+    check = check_day(args.lake.resolve(), get_dataset(args.dataset).key, day, config)
+    print(json.dumps(check.to_dict(), indent=2) if args.json else check.message())
+    if check.status == "anomaly":
+        raise SystemExit(1)
+    return {}
+
+
+def _cmd_quality_report(args: argparse.Namespace) -> dict[str, Any]:
+    from placsp_provider.datasets import get_dataset
+    from placsp_provider.quality.report import write_report
+
+    path = write_report(args.lake.resolve(), get_dataset(args.dataset).key, args.out, contracts_dir=args.contracts)
+    print(f"wrote {path}")
+    return {}
 
 
 def _day(text: str) -> date:

@@ -8,6 +8,8 @@
 <lake>/dead_letters, <lake>/reconciliation                     the other Delta tables
 <lake>/runs/<dataset>/<run id>.json, replay-<run id>.json      run summaries (Silver ingest, replay)
 <lake>/completeness/<dataset>/<YYYY-MM>.json                   completeness report of a month
+<lake>/quality_results                                         Delta table of data-contract check results
+<lake>/quality_models/volume/<dataset>.json                    the stored Prophet volume model
 
 The Spark jobs, operators, sensor, trigger, lineage names, CLI and benchmarks all take paths from
 here, so they never drift. The lake must be a POSIX path visible at the same place to the Airflow
@@ -28,7 +30,8 @@ LAKE_ENV = "PLACSP_LAKE"
 SILVER_TABLES = ("entries", "lots", "documents", "results", "tombstones")
 DEAD_LETTER_TABLE = "dead_letters"
 RECONCILIATION_TABLE = "reconciliation"
-LAKE_TABLES = (*SILVER_TABLES, DEAD_LETTER_TABLE, RECONCILIATION_TABLE)
+LAKE_TABLES = (*SILVER_TABLES, DEAD_LETTER_TABLE, RECONCILIATION_TABLE)  # what the Silver ingest writes
+QUALITY_RESULTS_TABLE = "quality_results"  # what the data-contract checks write
 
 
 def resolve_lake(explicit: str | Path | None = None) -> Path:
@@ -110,6 +113,14 @@ def replay_summary_path(lake: Path, dataset: str, run_id: str) -> Path:
 
 def completeness_report_path(lake: Path, dataset: str, month: date) -> Path:
     return lake / "completeness" / dataset / f"{month:%Y-%m}.json"
+
+
+def quality_results_path(lake: Path) -> Path:
+    return lake / QUALITY_RESULTS_TABLE
+
+
+def volume_model_path(lake: Path, dataset: str) -> Path:
+    return lake / "quality_models" / "volume" / f"{dataset}.json"
 
 
 def _compact(value: datetime) -> str:

@@ -63,12 +63,16 @@ def test_daily_dag_has_one_extraction_per_live_dataset() -> None:
         "extract_agregadas",
         "extract_licitaciones",
         "extract_menores",
+        "quality_agregadas",
+        "quality_licitaciones",
+        "quality_menores",
         "silver_agregadas",
         "silver_licitaciones",
         "silver_menores",
     ]
     assert dag.get_task("silver_menores").upstream_task_ids == {"extract_menores"}
     assert dag.get_task("dead_letters_menores").upstream_task_ids == {"silver_menores"}
+    assert dag.get_task("quality_menores").upstream_task_ids == {"silver_menores"}
     assert dag.max_active_runs == 1
     assert all(t.retries >= 1 for t in dag.tasks)
 

@@ -1,0 +1,575 @@
+"""Evaluate contract rules on the lake without a JVM: delta-rs opens, DuckDB computes.
+
+How little is read:
+
+1. delta-rs prunes the Delta log to the checked dataset's partition (`dataset = D`) before any file
+   is opened, and the Parquet files left are read through Arrow's native local filesystem (the same
+   choice as dead_letters/stats.py, for the same reason: no Python filesystem callbacks).
+2. Each table is registered in an in-memory DuckDB as that Arrow dataset. DuckDB pushes the columns a
+   query names (projection) and its filters (the run id of a `run` rule) into the Arrow scan, so a
+   null check of `entry_id` in this run reads one column of the run's row groups, and a uniqueness
+   check reads the key columns of the partition.
+3. Every rule is one aggregate query: no rows come back to Python, only numbers.
+
+Views, by table name (`entries`, `lots`, ..., `dead_letters`, `reconciliation`): the dataset's
+partition of each table, so a `sql` rule can join tables by name. `${object}` (or `${table}`) in a
+rule's query is the checked table in the rule's scope (this run's rows for scope `run`), and
+`${property}` (or `${column}`) the rule's column.
+
+A table that does not exist yet is an empty table with the code's schema, and its schema rule fails
+("no Delta table"): rules on it then say 0 rows rather than crash.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from placsp_provider.errors import PlacspError
+from placsp_provider.quality.contract import (
+    CONTRACT_TABLES,
+    Contract,
+    ContractError,
+    Rule,
+    load_contracts,
+)
+
+if TYPE_CHECKING:
+    import duckdb
+    import pyarrow as pa
+
+MESSAGE_LIMIT = 2000
+MAX_LISTED_RULES = 10
+SCHEMA_RULE_SUFFIX = "_schema"
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+class QualityTableError(PlacspError):
+    """A lake table exists but cannot be read (corrupt log, missing data file, ...)."""
+
+    def __init__(self, path: Path, reason: str) -> None:
+        self.path = path
+        self.reason = reason
+        super().__init__(f"quality check: table {path} cannot be read: {reason}")
+
+
+@dataclass(frozen=True)
+class CheckRequest:
+    """What to check: one dataset of the lake, the tables' contracts, optionally one run's rows.
+
+    Without `run_id` (the CLI by default) rules of scope `run` check the dataset's whole partition.
+    """
+
+    lake: str
+    dataset: str
+    run_id: str | None = None
+    tables: tuple[str, ...] = CONTRACT_TABLES
+    contracts_dir: str | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "lake", str(self.lake))
+        object.__setattr__(self, "tables", tuple(self.tables))
+        unknown = [t for t in self.tables if t not in CONTRACT_TABLES]
+        if unknown:
+            from placsp_provider.errors import ConfigError
+
+            raise ConfigError(f"unknown table(s) {unknown}; the tables are {', '.join(CONTRACT_TABLES)}")
+
+    def cli_command(self, *, rule: str | None = None) -> str:
+        args = ["placsp", "quality", "check", "--dataset", self.dataset, "--lake", self.lake]
+        if self.run_id:
+            args += ["--run-id", self.run_id]
+        if rule:
+            args += ["--rule", rule, "--rows"]
+        elif set(self.tables) != set(CONTRACT_TABLES):
+            for table in self.tables:
+                args += ["--table", table]
+        return shlex.join(args)
+
+
+@dataclass(frozen=True)
+class RuleResult:
+    """One rule evaluated: a data-quality assertion (XCom, quality_results, OpenLineage)."""
+
+    rule_id: str
+    dataset: str
+    table: str
+    column: str | None
+    kind: str  # library | sql | schema | volume
+    metric: str | None
+    dimension: str | None
+    severity: str
+    scope: str  # run | table
+    expected: str
+    actual: float | None
+    success: bool
+    rows_checked: int
+    message: str
+    content: str = ""  # the query run (or the schema/volume description)
+    description: str = ""
+
+    @property
+    def is_error(self) -> bool:
+        return not self.success and self.severity == "error"
+
+    def describe(self) -> str:
+        scope = "this run" if self.scope == "run" else "whole table"
+        actual = "n/a" if self.actual is None else _num(self.actual)
+        return (
+            f"{self.rule_id} [{self.severity}] {self.table}: {self.message or self.metric}: expected {self.expected}, "
+            f"actual {actual} ({scope}, {self.rows_checked:,} rows)"
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> RuleResult:
+        return cls(**data)
+
+
+@dataclass(frozen=True)
+class CheckReport:
+    request: CheckRequest
+    results: tuple[RuleResult, ...]
+    checked_at: datetime
+    table_versions: dict[str, int | None] = field(default_factory=dict)
+    rows: dict[str, int] = field(default_factory=dict)  # rows of the dataset's partition per table
+
+    @property
+    def errors(self) -> list[RuleResult]:
+        return [r for r in self.results if r.is_error]
+
+    @property
+    def warnings(self) -> list[RuleResult]:
+        return [r for r in self.results if not r.success and r.severity == "warn"]
+
+    @property
+    def passed(self) -> bool:
+        return not self.errors
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "dataset": self.request.dataset,
+            "run_id": self.request.run_id,
+            "tables": list(self.request.tables),
+            "passed": self.passed,
+            "rules": len(self.results),
+            "failed_error": len(self.errors),
+            "failed_warn": len(self.warnings),
+            "checked_at": self.checked_at.isoformat(),
+            "table_versions": self.table_versions,
+            "rows": self.rows,
+            "results": [r.to_dict() for r in self.results],
+        }
+
+
+# -- the DuckDB session over the lake ---------------------------------------------------------------
+class LakeSession:
+    """An in-memory DuckDB with every lake table's `dataset` partition registered as a view."""
+
+    def __init__(self, lake: str | Path, dataset: str, run_id: str | None, run_columns: dict[str, str]) -> None:
+        import duckdb
+
+        self.lake = Path(lake)
+        self.dataset = dataset
+        self.run_id = run_id
+        self.run_columns = run_columns
+        self.con: duckdb.DuckDBPyConnection = duckdb.connect()
+        self.versions: dict[str, int | None] = {}
+        self.delta_schemas: dict[str, list[Any] | None] = {}
+        for table in CONTRACT_TABLES:
+            self._register(table)
+
+    def close(self) -> None:
+        self.con.close()
+
+    def __enter__(self) -> LakeSession:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def table_path(self, table: str) -> Path:
+        from placsp_provider.lake import table_path
+
+        return table_path(self.lake, table)
+
+    def _register(self, table: str) -> None:
+        from placsp_provider.spark.tables import table_schema
+
+        path = self.table_path(table)
+        run_column = self.run_columns.get(table) or default_run_column(table)
+        source: Any
+        run_source: Any = None
+        opened = _open(path, [("dataset", "=", self.dataset)])
+        if opened is not None:
+            source, self.versions[table], self.delta_schemas[table] = opened
+            if self.run_id:
+                # The run's files only: the Delta log's min/max statistics of the run column prune the
+                # others before any is opened (a run writes its own files; a MERGE rewrite may mix runs,
+                # which the exact filter of the view then sorts out).
+                pruning = [("dataset", "=", self.dataset), (run_column, "=", self.run_id)]
+                run_source = _open(path, pruning)[0]  # type: ignore[index]
+        else:
+            source = table_schema(table).empty_table()
+            self.versions[table] = None
+            self.delta_schemas[table] = None
+        self.con.register(f"_delta_{table}", source)
+        self.con.execute(
+            f"CREATE VIEW {table} AS SELECT * FROM _delta_{table} WHERE dataset = {_literal(self.dataset)}"
+        )
+        if self.run_id:
+            self.con.register(f"_delta_run_{table}", run_source if run_source is not None else source)
+            self.con.execute(
+                f"CREATE VIEW {run_view(table)} AS SELECT * FROM _delta_run_{table} "
+                f"WHERE dataset = {_literal(self.dataset)} AND {_ident(run_column)} = {_literal(self.run_id)}"
+            )
+        else:
+            self.con.execute(f"CREATE VIEW {run_view(table)} AS SELECT * FROM {table}")
+
+    def scalar(self, sql: str) -> tuple[Any, ...]:
+        row = self.con.execute(sql).fetchone()
+        return tuple(row) if row is not None else ()
+
+    def count(self, table: str) -> int:
+        return int(self.scalar(f"SELECT count(*) FROM {table}")[0])
+
+    def column_type(self, table: str, column: str) -> str:
+        rows = self.con.execute(f"DESCRIBE SELECT {_ident(column)} FROM {table}").fetchall()
+        return str(rows[0][1]) if rows else ""
+
+
+def open_partition(lake: str | Path, table: str, dataset: str) -> Any:
+    """The `dataset` partition of a lake table as a pruned Arrow dataset, or None if there is no table."""
+    from placsp_provider.lake import table_path
+
+    opened = _open(table_path(Path(lake), table), [("dataset", "=", dataset)])
+    return opened[0] if opened else None
+
+
+def _open(path: Path, pruning: list[tuple[str, str, Any]]) -> tuple[Any, int, list[Any]] | None:
+    """(Arrow dataset of the files `pruning` keeps, Delta version, Delta schema fields), None without a
+    table. `pruning`: partition values exactly, other columns by the files' min/max statistics.
+
+    Arrow's own local filesystem, rooted at the table, not deltalake's Python filesystem (see
+    dead_letters/stats.py: Python filesystem callbacks from Arrow's I/O threads crash at exit)."""
+    if not (path / "_delta_log").is_dir():
+        return None
+    import pyarrow as pa
+    import pyarrow.fs as pafs
+    from deltalake import DeltaTable
+    from deltalake.exceptions import DeltaError
+
+    try:
+        delta = DeltaTable(str(path))
+        filesystem = pafs.SubTreeFileSystem(str(path.resolve()), pafs.LocalFileSystem())
+        source = delta.to_pyarrow_dataset(filesystem=filesystem, file_pruning_predicate=pruning)
+        return source, delta.version(), list(delta.schema().fields)
+    except (DeltaError, pa.ArrowException, OSError) as err:
+        raise QualityTableError(path, _reason(err)) from err
+
+
+def default_run_column(table: str) -> str:
+    """The column that says which run wrote a row: `_ingest_run_id` in Silver, `run_id` elsewhere."""
+    from placsp_provider.spark.tables import table_schema
+
+    return "_ingest_run_id" if "_ingest_run_id" in table_schema(table).names else "run_id"
+
+
+def run_view(table: str) -> str:
+    return f"{table}__this_run"
+
+
+# -- running ----------------------------------------------------------------------------------------
+def run_checks(request: CheckRequest, contracts: Sequence[Contract] | None = None) -> CheckReport:
+    """Load and validate the contracts, prepare every sql rule, then evaluate every rule."""
+    contracts = list(contracts) if contracts is not None else load_contracts(request.tables, request.contracts_dir)
+    run_columns = {c.table: c.run_column for c in contracts}
+    checked_at = datetime.now(UTC)
+    with LakeSession(request.lake, request.dataset, request.run_id, run_columns) as session:
+        prepare(contracts, session)
+        results: list[RuleResult] = []
+        rows: dict[str, int] = {}
+        for contract in contracts:
+            rows[contract.table] = session.count(contract.table)
+            results.append(schema_result(contract, session, request.dataset))
+            results.extend(evaluate(rule, session, request.dataset) for rule in contract.rules)
+        versions = {c.table: session.versions.get(c.table) for c in contracts}
+    return CheckReport(request, tuple(results), checked_at, versions, rows)
+
+
+def prepare(contracts: Iterable[Contract], session: LakeSession) -> None:
+    """Plan every rule's query (EXPLAIN, no scan): an unknown column, table or function in a sql rule is
+    a ContractError now, before anything is evaluated."""
+    import duckdb
+
+    for contract in contracts:
+        for rule in contract.rules:
+            sql = rule_sql(rule, session)
+            try:
+                session.con.execute(f"EXPLAIN {sql}")
+            except duckdb.Error as err:
+                raise ContractError(contract.path, f"the query does not run: {_reason(err)}", rule.id) from err
+
+
+def evaluate(rule: Rule, session: LakeSession, dataset: str) -> RuleResult:
+    """One rule: its measure, compared with its threshold."""
+    import duckdb
+
+    sql = rule_sql(rule, session)
+    try:
+        row = session.scalar(sql)
+    except duckdb.Error as err:
+        raise ContractError(rule.source, f"the query failed: {_reason(err)}", rule.id) from err
+    if rule.kind == "sql":
+        if len(row) != 1 or not (row[0] is None or _is_number(row[0])):
+            raise ContractError(rule.source, f"a sql rule must return one number; got {row!r}", rule.id)
+        bad, total = row[0], session.count(_view(rule))
+    else:
+        bad, total = row[0], int(row[1]) if len(row) > 1 else int(row[0])
+    actual: float | None
+    if bad is None:
+        actual, success, note = None, False, "the query returned NULL"
+    else:
+        actual = float(bad)
+        if rule.unit == "percent" and rule.metric != "rowCount":
+            actual = 100.0 * actual / total if total else 0.0
+        success = rule.threshold.passes(actual)
+        note = ""
+    if rule.metric == "rowCount" and total == 0:
+        note = "the table has no rows for this dataset"
+    elif not total and rule.metric != "rowCount":
+        note = "no rows to check"  # passes vacuously when 0 meets the threshold
+    return RuleResult(
+        rule_id=rule.id,
+        dataset=dataset,
+        table=rule.table,
+        column=rule.column,
+        kind=rule.kind,
+        metric=rule.metric,
+        dimension=rule.dimension,
+        severity=rule.severity,
+        scope=rule.scope,
+        expected=rule.expected,
+        actual=actual,
+        success=success,
+        rows_checked=int(total),
+        message=rule.what + (f"; {note}" if note else ""),
+        content=sql,
+        description=rule.description,
+    )
+
+
+def _view(rule: Rule) -> str:
+    return run_view(rule.table) if rule.scope == "run" else rule.table
+
+
+def rule_sql(rule: Rule, session: LakeSession) -> str:
+    """The aggregate query of a rule: `(bad, total)` for library metrics, one number for sql rules."""
+    view = _view(rule)
+    if rule.kind == "sql":
+        assert rule.query is not None
+        return substitute(rule.query, view, rule.column)
+    metric, col = rule.metric, _ident(rule.column) if rule.column else ""
+    if metric == "rowCount":
+        return f"SELECT count(*) FROM {view}"
+    if metric == "duplicateValues":
+        keys = ", ".join(_ident(c) for c in rule.columns)
+        not_null = " AND ".join(f"{_ident(c)} IS NOT NULL" for c in rule.columns)
+        return (
+            f"SELECT coalesce(sum(n - 1), 0), (SELECT count(*) FROM {view}) FROM "
+            f"(SELECT count(*) AS n FROM {view} WHERE {not_null} GROUP BY {keys} HAVING count(*) > 1)"
+        )
+    if metric == "nullValues":
+        return f"SELECT count(*) FILTER (WHERE {col} IS NULL), count(*) FROM {view}"
+    if metric == "missingValues":
+        missing = [v for v in rule.arguments.get("missingValues", [None, ""]) if v is not None]
+        extra = f" OR {col} IN ({', '.join(_literal(v) for v in missing)})" if missing else ""
+        return f"SELECT count(*) FILTER (WHERE {col} IS NULL{extra}), count(*) FROM {view}"
+    if metric == "invalidValues":
+        # A list column (CPV codes) is checked value by value; nulls are missing, not invalid.
+        is_list = session.column_type(rule.table, rule.column or "").endswith("[]")
+        source = f"(SELECT unnest({col}) AS v FROM {view})" if is_list else f"(SELECT {col} AS v FROM {view})"
+        return f"SELECT count(*) FILTER (WHERE NOT ({valid_condition(rule, 'v')})), count(v) FROM {source}"
+    raise ContractError(rule.source, f"unknown metric {metric!r}", rule.id)
+
+
+def valid_condition(rule: Rule, value: str) -> str:
+    args = rule.arguments
+    terms = []
+    if "validValues" in args:
+        terms.append(f"{value} IN ({', '.join(_literal(v) for v in args['validValues'])})")
+    if "pattern" in args:
+        terms.append(f"regexp_full_match({value}, {_literal(args['pattern'])})")
+    return f"{value} IS NULL OR (" + " AND ".join(terms) + ")"
+
+
+def substitute(query: str, view: str, column: str | None) -> str:
+    out = query.replace("${object}", view).replace("${table}", view)
+    if column:
+        out = out.replace("${property}", _ident(column)).replace("${column}", _ident(column))
+    return out
+
+
+def offending_rows_sql(rule: Rule, session: LakeSession) -> str:
+    """A query that lists the rows a rule counts as failing (for `placsp quality check --rows`)."""
+    view = _view(rule)
+    if rule.kind == "sql":
+        assert rule.query is not None
+        sql = substitute(rule.query, view, rule.column)
+        listed = re.sub(r"^\s*SELECT\s+count\(\*\)", "SELECT *", sql, count=1, flags=re.IGNORECASE)
+        if listed == sql:
+            raise ContractError(rule.source, "only a `SELECT count(*) FROM ...` sql rule can list its rows", rule.id)
+        return listed
+    col = _ident(rule.column) if rule.column else ""
+    if rule.metric == "duplicateValues":
+        keys = ", ".join(_ident(c) for c in rule.columns)
+        return f"SELECT {keys}, count(*) AS copies FROM {view} GROUP BY {keys} HAVING count(*) > 1 ORDER BY {keys}"
+    if rule.metric == "nullValues":
+        return f"SELECT * FROM {view} WHERE {col} IS NULL"
+    if rule.metric == "missingValues":
+        missing = [v for v in rule.arguments.get("missingValues", [None, ""]) if v is not None]
+        extra = f" OR {col} IN ({', '.join(_literal(v) for v in missing)})" if missing else ""
+        return f"SELECT * FROM {view} WHERE {col} IS NULL{extra}"
+    if rule.metric == "invalidValues":
+        if session.column_type(rule.table, rule.column or "").endswith("[]"):
+            bad = f"list_filter({col}, v -> NOT ({valid_condition(rule, 'v')}))"
+            return f"SELECT *, {bad} AS invalid_values FROM {view} WHERE len({bad}) > 0"
+        return f"SELECT * FROM {view} WHERE NOT ({valid_condition(rule, col)})"
+    return f"SELECT * FROM {view}"
+
+
+def list_offending_rows(request: CheckRequest, rule_id: str, limit: int = 50) -> tuple[str, list[str], list[tuple]]:
+    """(query, column names, at most `limit` rows) of one rule's failing rows."""
+    contracts = load_contracts(request.tables, request.contracts_dir)
+    rule = next((r for c in contracts for r in c.rules if r.id == rule_id), None)
+    if rule is None:
+        from placsp_provider.errors import ConfigError
+
+        raise ConfigError(f"no rule {rule_id!r} in the contracts of {', '.join(request.tables)}")
+    run_columns = {c.table: c.run_column for c in contracts}
+    with LakeSession(request.lake, request.dataset, request.run_id, run_columns) as session:
+        sql = offending_rows_sql(rule, session)
+        cursor = session.con.execute(f"{sql} LIMIT {int(limit)}")
+        names = [d[0] for d in cursor.description or []]
+        return sql, names, cursor.fetchall()
+
+
+# -- the schema rule: the contract vs the Delta table -----------------------------------------------
+def schema_result(contract: Contract, session: LakeSession, dataset: str) -> RuleResult:
+    fields = session.delta_schemas.get(contract.table)
+    path = session.table_path(contract.table)
+    if fields is None:
+        problems = [f"no Delta table at {path}"]
+    else:
+        problems = schema_drift(contract, [(f.name, _delta_type(f.type), f.nullable) for f in fields])
+    return RuleResult(
+        rule_id=f"{contract.table}{SCHEMA_RULE_SUFFIX}",
+        dataset=dataset,
+        table=contract.table,
+        column=None,
+        kind="schema",
+        metric="schema",
+        dimension="conformity",
+        severity="error",
+        scope="table",
+        expected="0 differences",
+        actual=float(len(problems)),
+        success=not problems,
+        rows_checked=0,
+        message="schema matches the contract" if not problems else "schema drift: " + "; ".join(problems[:5]),
+        content=f"contract {contract.path.name} vs Delta table {path}",
+        description="The Delta table's columns, types and nullability are the contract's.",
+    )
+
+
+def schema_drift(contract: Contract, fields: Sequence[tuple[str, str, bool]]) -> list[str]:
+    """Differences between the contract's columns and (name, physical type, nullable) of a table."""
+    problems = []
+    actual = {name: (kind, nullable) for name, kind, nullable in fields}
+    declared = {c.name: c for c in contract.columns}
+    for column in contract.columns:
+        if column.name not in actual:
+            problems.append(f"column {column.name} is missing from the table")
+            continue
+        kind, nullable = actual[column.name]
+        if column.physical_type and column.physical_type != kind:
+            problems.append(f"column {column.name} is {kind} in the table, {column.physical_type} in the contract")
+        if column.required and nullable:
+            problems.append(f"column {column.name} is nullable in the table, required in the contract")
+        if not column.required and not nullable:
+            problems.append(f"column {column.name} is NOT NULL in the table, optional in the contract")
+    problems += [f"column {name} is in the table, not in the contract" for name in actual if name not in declared]
+    return problems
+
+
+def arrow_fields(schema: pa.Schema) -> list[tuple[str, str, bool]]:
+    """(name, Spark/Delta type name, nullable) of an Arrow schema, e.g. spark/tables.table_schema(t)."""
+    from placsp_provider.lineage.datasets import spark_type_name
+
+    return [(f.name, spark_type_name(f.type), f.nullable) for f in schema]
+
+
+def _delta_type(delta_type: Any) -> str:
+    name = getattr(delta_type, "type", None)
+    return str(name if name is not None else delta_type)
+
+
+# -- the bounded failure message --------------------------------------------------------------------
+def failure_message(report: CheckReport, *, limit: int = MESSAGE_LIMIT) -> str:
+    """What failed (errors first, then warnings; at most 10), expected vs actual, and the commands."""
+    request = report.request
+    failed = report.errors + report.warnings
+    run = f", run {request.run_id}" if request.run_id else ""
+    verdict = "failed" if report.errors else "passed with warnings"
+    head = (
+        f"data contract checks {verdict}: dataset {request.dataset}{run}: {len(report.errors)} error rule(s) and "
+        f"{len(report.warnings)} warn rule(s) failed of {len(report.results)}"
+    )
+    lines = [f"  - {_clip(r.describe(), 300)}" for r in failed[:MAX_LISTED_RULES]]
+    if len(failed) > MAX_LISTED_RULES:
+        lines.append(f"  (+{len(failed) - MAX_LISTED_RULES} more)")
+    first = next((r for r in failed if r.kind in ("library", "sql")), None)
+    tail = [f"all results: {request.cli_command()} --json"]
+    if first is not None:
+        tail.insert(0, f"list the offending rows: {request.cli_command(rule=first.rule_id)}")
+    for keep in range(len(lines), -1, -1):
+        text = "\n".join([head, *lines[:keep], *tail])
+        if len(text) <= limit:
+            return text
+    return text[: limit - 1] + "…"
+
+
+# -- helpers ----------------------------------------------------------------------------------------
+def _ident(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _literal(value: Any) -> str:
+    return "'" + str(value).replace("'", "''") + "'"
+
+
+def _is_number(value: Any) -> bool:
+    from decimal import Decimal
+
+    return isinstance(value, int | float | Decimal) and not isinstance(value, bool)
+
+
+def _num(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else f"{value:.4g}"
+
+
+def _clip(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _reason(err: BaseException) -> str:
+    lines = [_ANSI.sub("", line).strip() for line in str(err).splitlines()]
+    text = next((line for line in lines if line), "") or repr(err)
+    return f"{type(err).__name__}: {text}"

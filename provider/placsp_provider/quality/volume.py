@@ -1,0 +1,335 @@
+"""Volume anomaly: is a day's entry count inside what Prophet expects from the dataset's history?
+
+The series is the daily count of a dataset's entries by the UTC day of `updated`, read from Silver
+(only the `updated` column of the dataset's partition). A Prophet model with weekly seasonality
+(yearly once two years are known, Spanish national holidays from the `holidays` package) is fitted on
+the days before the checked day, at most `training_days` of them, and stored in the lake:
+
+    <lake>/quality_models/volume/<dataset>.json   {"format", "prophet", "trained_from", "trained_to",
+                                                   "fitted_at", "interval_width", ..., "model"}
+
+(`model` is `prophet.serialize.model_to_json`). The stored model is reused while its training window
+ends within `max_model_age_days` before the checked day and its settings are the same; otherwise it is
+refitted (a daily schedule refits once a week; a backfill of an old day never uses a model that saw it).
+
+The day is an anomaly when its count is not strictly inside the forecast interval:
+`yhat_lower < count < yhat_upper` is normal; a count equal to a bound is already an anomaly. With fewer
+than `min_history_days` days of history the check is skipped with its reason, never a false alarm.
+Prophet's interval is simulated: the random generator is seeded, so a check is reproducible.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
+from datetime import UTC, date, datetime, timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from placsp_provider.errors import ConfigError, PlacspError
+from placsp_provider.lake import volume_model_path
+
+if TYPE_CHECKING:
+    from placsp_provider.quality.engine import RuleResult
+
+MODEL_FORMAT = 1
+SEED = 20261130
+RULE_ID = "entries_volume"
+log = logging.getLogger(__name__)
+
+
+class VolumeModelError(PlacspError):
+    """A stored volume model cannot be read (it is refitted) or written."""
+
+
+@dataclass(frozen=True)
+class VolumeConfig:
+    """How the volume check judges a day; every field validated here, before any read."""
+
+    interval_width: float = 0.99
+    min_history_days: int = 28
+    training_days: int = 3 * 365
+    max_model_age_days: int = 7
+    severity: str = "warn"
+    holidays_country: str | None = "ES"
+
+    def __post_init__(self) -> None:
+        if not 0 < self.interval_width < 1:
+            raise ConfigError(
+                f"interval_width is a probability between 0 and 1 (0.99 = 99%); got {self.interval_width}"
+            )
+        if self.min_history_days < 2:
+            raise ConfigError(
+                f"min_history_days must be at least 2 (Prophet needs two points); got {self.min_history_days}"
+            )
+        if self.training_days < self.min_history_days:
+            raise ConfigError(
+                f"training_days ({self.training_days}) must be >= min_history_days ({self.min_history_days})"
+            )
+        if self.max_model_age_days < 0:
+            raise ConfigError(f"max_model_age_days must be >= 0; got {self.max_model_age_days}")
+        if self.severity not in ("error", "warn"):
+            raise ConfigError(f"severity must be 'error' or 'warn'; got {self.severity!r}")
+
+    def model_settings(self) -> dict[str, Any]:
+        """What a stored model must have been fitted with to be reused."""
+        return {"interval_width": self.interval_width, "holidays_country": self.holidays_country}
+
+
+@dataclass(frozen=True)
+class VolumeCheck:
+    """The verdict on one day. `status`: ok, anomaly or skipped (too little history)."""
+
+    dataset: str
+    day: str  # YYYY-MM-DD
+    count: int
+    status: str
+    severity: str
+    interval_width: float
+    lower: float | None = None
+    upper: float | None = None
+    predicted: float | None = None
+    trained_from: str | None = None
+    trained_to: str | None = None
+    history_days: int = 0
+    refitted: bool = False
+    reason: str = ""
+
+    @property
+    def success(self) -> bool:
+        return self.status != "anomaly"
+
+    @property
+    def expected(self) -> str:
+        if self.lower is None or self.upper is None:
+            return "skipped"
+        return f"{_bound(self.lower)} to {_bound(self.upper)}"
+
+    def message(self) -> str:
+        head = f"{self.dataset} {self.day}: {self.count} entries"
+        if self.status == "skipped":
+            return f"{head}; volume check skipped: {self.reason}"
+        verdict = " (anomaly: not strictly inside the interval)" if self.status == "anomaly" else ""
+        return (
+            f"{head}, expected {self.expected} (Prophet {self.interval_width * 100:g}% interval, "
+            f"trained on {self.trained_from}..{self.trained_to}){verdict}"
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "message": self.message()}
+
+    def to_rule_result(self) -> RuleResult:
+        from placsp_provider.quality.engine import RuleResult
+
+        return RuleResult(
+            rule_id=RULE_ID,
+            dataset=self.dataset,
+            table="entries",
+            column=None,
+            kind="volume",
+            metric="rowCount",
+            dimension="completeness",
+            severity=self.severity,
+            scope="run",
+            expected=self.expected,
+            actual=None if self.status == "skipped" else float(self.count),
+            success=self.success,
+            rows_checked=self.count,
+            message=self.message(),
+            content=f"entries of {self.day} by updated day vs Prophet {self.interval_width * 100:g}% interval",
+            description="The day's entry count is strictly inside the forecast interval of its history.",
+        )
+
+
+def is_anomaly(count: float, lower: float, upper: float) -> bool:
+    """Strict interval: a count on a bound is an anomaly."""
+    return not (lower < count < upper)
+
+
+# -- the series ------------------------------------------------------------------------------------
+def daily_counts(lake: str | Path, dataset: str) -> dict[date, int]:
+    """Entries of a dataset by UTC day of `updated` (reads that one column of the dataset's partition)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from placsp_provider.quality.engine import open_partition
+
+    source = open_partition(lake, "entries", dataset)
+    if source is None:
+        return {}
+    updated = source.to_table(columns=["updated"]).column("updated")
+    days = pc.cast(pc.cast(updated, pa.timestamp("us")), pa.date32())  # the UTC wall day
+    counts = pc.value_counts(days)
+    return {v["values"].as_py(): int(v["counts"].as_py()) for v in counts if v["values"].is_valid}
+
+
+def history(counts: dict[date, int], day: date, training_days: int) -> list[tuple[date, int]]:
+    """The days before `day` (at most `training_days`), from the first day with entries; gaps are 0."""
+    earlier = [d for d in counts if d < day]
+    if not earlier:
+        return []
+    start = max(min(earlier), day - timedelta(days=training_days))
+    return [(start + timedelta(days=i), counts.get(start + timedelta(days=i), 0)) for i in range((day - start).days)]
+
+
+# -- the model -------------------------------------------------------------------------------------
+def model_path(lake: str | Path, dataset: str) -> Path:
+    return volume_model_path(Path(lake), dataset)
+
+
+def check_day(
+    lake: str | Path,
+    dataset: str,
+    day: date,
+    config: VolumeConfig | None = None,
+    *,
+    counts: dict[date, int] | None = None,
+) -> VolumeCheck:
+    """Judge `day`'s count of `dataset` against its Prophet interval (fit or reuse the stored model)."""
+    config = config or VolumeConfig()
+    counts = daily_counts(lake, dataset) if counts is None else counts
+    count = counts.get(day, 0)
+    series = history(counts, day, config.training_days)
+    common: dict[str, Any] = {
+        "dataset": dataset,
+        "day": day.isoformat(),
+        "count": count,
+        "severity": config.severity,
+        "interval_width": config.interval_width,
+        "history_days": len(series),
+    }
+    if len(series) < config.min_history_days:
+        reason = f"{len(series)} day(s) of history before {day}, fewer than min_history_days {config.min_history_days}"
+        return VolumeCheck(status="skipped", reason=reason, **common)
+    path = model_path(lake, dataset)
+    stored = _load(path, config, day)
+    refitted = stored is None
+    if stored is None:
+        stored = _fit(series, config, dataset)
+        _save(path, stored)
+    lower, predicted, upper = _forecast(stored["model"], day)
+    return VolumeCheck(
+        status="anomaly" if is_anomaly(count, lower, upper) else "ok",
+        lower=lower,
+        upper=upper,
+        predicted=predicted,
+        trained_from=stored["trained_from"],
+        trained_to=stored["trained_to"],
+        refitted=refitted,
+        **common,
+    )
+
+
+def _load(path: Path, config: VolumeConfig, day: date) -> dict[str, Any] | None:
+    """The stored model if it can judge `day` (fresh enough, same settings, never trained on `day`)."""
+    if not path.is_file():
+        return None
+    try:
+        stored: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+        trained_to = date.fromisoformat(stored["trained_to"])
+        if stored.get("format") != MODEL_FORMAT or stored.get("settings") != config.model_settings():
+            log.info("volume model %s: other settings, refitting", path)
+            return None
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        log.warning("volume model %s is unreadable (%s); refitting", path, err)
+        return None
+    if trained_to >= day:
+        log.info("volume model %s was trained up to %s, not before %s: refitting", path, trained_to, day)
+        return None
+    if (day - timedelta(days=1) - trained_to).days > config.max_model_age_days:
+        log.info(
+            "volume model %s trained up to %s is older than %s days: refitting",
+            path,
+            trained_to,
+            config.max_model_age_days,
+        )
+        return None
+    return stored
+
+
+def _fit(series: list[tuple[date, int]], config: VolumeConfig, dataset: str) -> dict[str, Any]:
+    import pandas as pd
+    import prophet
+    from prophet import Prophet
+    from prophet.serialize import model_to_json
+
+    for name in ("cmdstanpy", "prophet"):
+        logging.getLogger(name).setLevel(logging.WARNING)
+    frame = pd.DataFrame({"ds": pd.to_datetime([d for d, _ in series]), "y": [float(n) for _, n in series]})
+    model = Prophet(
+        interval_width=config.interval_width,
+        weekly_seasonality=True,
+        daily_seasonality=False,
+        yearly_seasonality=len(series) >= 730,
+    )
+    if config.holidays_country:
+        model.add_country_holidays(country_name=config.holidays_country)
+    with _quiet():
+        model.fit(frame)
+    log.info("volume model of %s fitted on %s..%s (%d days)", dataset, series[0][0], series[-1][0], len(series))
+    return {
+        "format": MODEL_FORMAT,
+        "dataset": dataset,
+        "prophet": prophet.__version__,
+        "trained_from": series[0][0].isoformat(),
+        "trained_to": series[-1][0].isoformat(),
+        "fitted_at": datetime.now(UTC).isoformat(),
+        "settings": config.model_settings(),
+        "model": model_to_json(model),
+    }
+
+
+def _forecast(model_json: str, day: date) -> tuple[float, float, float]:
+    import numpy as np
+    import pandas as pd
+    from prophet.serialize import model_from_json
+
+    with _quiet():
+        model = model_from_json(model_json)
+        np.random.seed(SEED)  # Prophet simulates the interval with numpy's global generator
+        row = model.predict(pd.DataFrame({"ds": [pd.Timestamp(day)]})).iloc[0]
+    return float(row["yhat_lower"]), float(row["yhat"]), float(row["yhat_upper"])
+
+
+def forecast_band(lake: str | Path, dataset: str, days: list[date]) -> list[tuple[date, float, float, float]]:
+    """(day, lower, predicted, upper) of the stored model over `days` (for the report's chart)."""
+    import numpy as np
+    import pandas as pd
+    from prophet.serialize import model_from_json
+
+    path = model_path(lake, dataset)
+    if not path.is_file() or not days:
+        return []
+    with _quiet():
+        model = model_from_json(json.loads(path.read_text(encoding="utf-8"))["model"])
+        np.random.seed(SEED)
+        frame = model.predict(pd.DataFrame({"ds": pd.to_datetime(days)}))
+    return [
+        (d, float(r["yhat_lower"]), float(r["yhat"]), float(r["yhat_upper"]))
+        for d, (_, r) in zip(days, frame.iterrows(), strict=True)
+    ]
+
+
+@contextmanager
+def _quiet() -> Iterator[None]:
+    """Prophet 1.5 calls pandas APIs that pandas 3 deprecates: those warnings are not ours to show."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", module=r"prophet(\..*)?")
+        yield
+
+
+def _save(path: Path, stored: dict[str, Any]) -> None:
+    from placsp_provider.bronze.landing import write_text_atomically
+
+    try:
+        write_text_atomically(path, json.dumps(stored))
+    except OSError as err:
+        raise VolumeModelError(f"volume model {path} cannot be written: {err}") from err
+
+
+def _bound(value: float) -> str:
+    return f"{max(0, round(value)):,}"
