@@ -69,3 +69,23 @@ def test_a_missing_bundle_is_refused_before_any_network_work() -> None:
 
     with pytest.raises(ConfigError, match=r"CA bundle ./nope\.pem. does not exist"):
         ClientConfig(verify="/nope.pem")
+
+
+# -- the connection's Test button ----------------------------------------------------------------
+@pytest.mark.http
+def test_the_hook_test_button_reaches_the_site_with_the_connection_settings(site, monkeypatch) -> None:
+    import json
+
+    from placsp_provider.datasets import live_datasets
+    from placsp_provider.hooks.placsp import PlacspHook
+
+    head = live_datasets()[0]
+    site.routes[f"/sindicacion/{head.folder}/{head.head_file}"] = b"<feed/>"
+    conn = {"conn_type": "placsp", "host": site.base_url, "login": "u", "password": "p", "extra": {"max_retries": 0}}
+    monkeypatch.setenv("AIRFLOW_CONN_PLACSP_DEFAULT", json.dumps(conn))
+    ok, message = PlacspHook().test_connection()
+    assert ok and message.endswith(f"{head.head_file}: HTTP 200 OK"), message
+    assert site.requests[0][1]["Authorization"].startswith("Basic ")
+    del site.routes[f"/sindicacion/{head.folder}/{head.head_file}"]
+    ok, message = PlacspHook().test_connection()
+    assert not ok and "answered HTTP 404 Not Found" in message and "p@" not in message

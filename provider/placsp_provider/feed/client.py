@@ -183,6 +183,20 @@ class FeedClient:
                 f"({self.policy.describe()}; add the host to allowed_hosts if it is legitimate)",
             )
 
+    def probe(self, url: str) -> str:
+        """Ask for `url` under the same rules as a download (URL policy, redirects by hand, TLS,
+        credentials to the site only) and read only the status and headers (a streamed GET: servers
+        that refuse HEAD still answer); return the status line, or raise FeedError naming what failed."""
+        why = self.policy.refusal(url)
+        if why is not None:
+            raise UntrustedUrlError(self.dataset, redact(url), f"refused before any request: {why}")
+        try:
+            response = self._get_following_redirects(url, time.monotonic() + self.config.page_deadline)
+        except _TransientError as err:
+            raise FeedError(self.dataset, redact(url), err.reason) from err.__cause__
+        response.close()
+        return f"HTTP {response.status_code} {response.reason or ''}".strip()
+
     def download(self, url: str, dest: Path, *, limit: int | None = None, what: str = "page") -> Download:
         """Stream `url` to `dest`, retrying transient failures; raise FeedError when it cannot."""
         limit = limit or self.config.max_page_bytes

@@ -7,7 +7,7 @@ from typing import Any
 from airflow.sdk import BaseHook
 
 from placsp_provider.datasets import LIVE_BASE_URL
-from placsp_provider.feed.client import ClientConfig, FeedClient, client_config_from_extras
+from placsp_provider.feed.client import ClientConfig, FeedClient, client_config_from_extras, redact
 from placsp_provider.settings import CONN_ID_DEFAULT
 
 
@@ -41,6 +41,21 @@ class PlacspHook(BaseHook):
     def get_client(self, dataset: str) -> FeedClient:
         """A new client for one dataset; close it (or use `with`) when done."""
         return FeedClient(self.client_config(), dataset)
+
+    def test_connection(self) -> tuple[bool, str]:
+        """The UI's Test button: the first live dataset's head feed is asked for (status and headers
+        only) with the connection's TLS settings, credentials and URL rules. Never raises."""
+        from placsp_provider.datasets import live_datasets
+        from placsp_provider.errors import PlacspError
+
+        dataset = live_datasets()[0]
+        try:
+            config = self.client_config()
+            with FeedClient(config, dataset.key) as client:
+                status = client.probe(dataset.head_url(config.base_url))
+        except PlacspError as err:
+            return False, str(err)
+        return True, f"{redact(dataset.head_url(config.base_url))}: {status}"
 
 
 def _base_url(host: str | None, schema: str | None) -> str:
