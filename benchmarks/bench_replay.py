@@ -417,7 +417,7 @@ def _single_process(spark: Any, lake: Path, pages: list[Path]) -> dict[str, Any]
     """The per-record parse without Spark, in this process (one core): `route_dead_letter` over the
     fixed dead letters vs `route_page` over the corrected pages (best of 2 each, after a small warm pass)."""
     from placsp_provider.datasets import get_dataset
-    from placsp_provider.spark.page_parser import parse_dead_letter, parse_page
+    from placsp_provider.parser.page_parser import parse_dead_letter, parse_page
     from placsp_provider.spark.routing import REPLAY_INPUT_COLUMNS, route_dead_letters, route_page
     from placsp_provider.spark.tables import table_path
 

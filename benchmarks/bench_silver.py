@@ -976,7 +976,7 @@ def _warm_page_cache(files: list[str]) -> None:
 def _reference_extract(path: str, sink: Counter[str]) -> list[tuple[Any, ...]]:
     """The notes' lxml reference: stream a page, pull the core fields of every entry, free as we go."""
     from placsp_provider.feed.xml import DELETED_ENTRY_TAG, ENTRY_TAG, iterparse
-    from placsp_provider.spark.entry_fields import CAC, CAC_EXT, CBC, CBC_EXT, A
+    from placsp_provider.parser.entry_fields import CAC, CAC_EXT, CBC, CBC_EXT, A
 
     cfs_tag, pp, lot_tag, tr = (
         CAC_EXT["ContractFolderStatus"],
@@ -1086,8 +1086,8 @@ def _whole_page(data: bytes, dataset: Any, source_file: str) -> int:
     from lxml import etree
 
     from placsp_provider.feed.xml import DELETED_ENTRY_TAG, ENTRY_TAG, make_parser
-    from placsp_provider.spark.entry_fields import extract_entry, extract_tombstone
-    from placsp_provider.spark.validation import Problems
+    from placsp_provider.parser.entry_fields import extract_entry, extract_tombstone
+    from placsp_provider.parser.validation import Problems
 
     root = etree.fromstring(data, parser=make_parser())
     rows = 0
@@ -1104,7 +1104,7 @@ def _whole_page(data: bytes, dataset: Any, source_file: str) -> int:
 def _child_single(p: dict[str, Any]) -> dict[str, Any]:
     """`parse_page`, `route_page` and a whole-page parse, one process, one core, same pages."""
     from placsp_provider.datasets import get_dataset
-    from placsp_provider.spark.page_parser import parse_page
+    from placsp_provider.parser.page_parser import parse_page
     from placsp_provider.spark.routing import route_page
 
     ds = get_dataset(_DATASET)
@@ -1146,7 +1146,7 @@ def _profile_route_page(files: list[str], ds: Any) -> dict[str, Any]:
     import cProfile
     import pstats
 
-    from placsp_provider.spark import entry_fields
+    from placsp_provider.parser import entry_fields
     from placsp_provider.spark.routing import route_page
 
     datas = [(Path(f).name, Path(f).read_bytes()) for f in files]
@@ -1209,9 +1209,9 @@ def _router_off(dataset: Any, lake: str) -> Callable[[Iterator[Any]], Iterator[A
     """`make_router` without dead-letter routing: same `parse_page`, only the valid tables come out."""
     import pyarrow as pa
 
-    from placsp_provider.spark.page_parser import parse_page
+    from placsp_provider.parser.page_parser import parse_page
+    from placsp_provider.parser.silver_schema import record_batch
     from placsp_provider.spark.routing import lake_relative
-    from placsp_provider.spark.silver_schema import record_batch
 
     schema = _off_schema()
     tables = ("entries", "lots", "documents", "results", "tombstones")
@@ -1248,7 +1248,7 @@ def _router_off(dataset: Any, lake: str) -> Callable[[Iterator[Any]], Iterator[A
 def _off_schema() -> Any:
     import pyarrow as pa
 
-    from placsp_provider.spark.silver_schema import SCHEMAS
+    from placsp_provider.parser.silver_schema import SCHEMAS
 
     fields = [
         pa.field("kind", pa.string(), nullable=False),

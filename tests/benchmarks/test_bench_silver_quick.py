@@ -24,7 +24,7 @@ from benchmarks.pagegen import generate_corpus
 
 from benchmarks import bench_silver as bench
 from placsp_provider.datasets import get_dataset
-from placsp_provider.spark.page_parser import parse_page
+from placsp_provider.parser.page_parser import parse_page
 
 
 @pytest.fixture(scope="module")

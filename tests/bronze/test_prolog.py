@@ -12,7 +12,7 @@ import pytest
 from placsp_provider.datasets import DATASETS
 from placsp_provider.feed.page_scan import scan_page
 from placsp_provider.feed.prolog import DTD_MESSAGE, ENTITY_MESSAGE, dtd_refusal, dtd_refusal_file, to_utf8
-from placsp_provider.spark.page_parser import parse_page
+from placsp_provider.parser.page_parser import parse_page
 from tests.pages import day, page
 
 pytestmark = pytest.mark.unit

@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 
 from placsp_provider.datasets import get_dataset
-from placsp_provider.spark import page_split
+from placsp_provider.parser import page_split
 from placsp_provider.spark.replay_job import ReplayRequest, run_replay
 from placsp_provider.spark.routing import dead_letter_id
 from placsp_provider.spark.silver_job import IngestRequest, run_ingest

@@ -289,7 +289,7 @@ def _page_keys(path: Path, ds: Dataset, request: CompletenessRequest, *, source:
                 if stamp is not None and lo <= stamp < hi:
                     yield (kind, item_id, isoformat(stamp))
             return
-    from placsp_provider.spark.page_parser import parse_page  # plain Python, no Spark
+    from placsp_provider.parser.page_parser import parse_page  # plain Python, no Spark
 
     parsed = parse_page(path.read_bytes(), dataset=ds, source_file=source)
     for kind, rows, column in (("entry", parsed.entries, "updated"), ("tombstone", parsed.tombstones, "deleted_at")):

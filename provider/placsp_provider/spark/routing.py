@@ -16,8 +16,8 @@ from urllib.parse import unquote, urlsplit
 import pyarrow as pa
 
 from placsp_provider.datasets import Dataset
-from placsp_provider.spark.page_parser import PageParseResult, parse_dead_letter, parse_page
-from placsp_provider.spark.silver_schema import SCHEMAS, record_batch
+from placsp_provider.parser.page_parser import PageParseResult, parse_dead_letter, parse_page
+from placsp_provider.parser.silver_schema import SCHEMAS, record_batch
 
 if TYPE_CHECKING:
     from pyspark.sql.types import StructType

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from placsp_provider.lake import table_path
-from placsp_provider.spark.silver_schema import BUSINESS_KEYS
+from placsp_provider.parser.silver_schema import BUSINESS_KEYS
 from placsp_provider.spark.tables import spark_table_schema
 
 if TYPE_CHECKING:

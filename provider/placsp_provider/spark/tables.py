@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 
 from placsp_provider.lake import LAKE_TABLES, table_path
-from placsp_provider.spark.silver_schema import SCHEMAS
+from placsp_provider.parser.silver_schema import SCHEMAS
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -88,3 +88,23 @@ def ensure_tables(spark: SparkSession, lake: Path) -> None:
         for field in spark_table_schema(table).fields:
             builder = builder.addColumn(field.name, field.dataType, nullable=field.nullable)
         builder.execute()
+
+
+def spark_schema(table: str) -> StructType:
+    """The Spark StructType of a table (imports pyspark only when called)."""
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    # prefer_timestamp_ntz=False: UTC-aware Arrow timestamps must become Spark TIMESTAMP (LTZ).
+    return from_arrow_schema(SCHEMAS[table], prefer_timestamp_ntz=False)
+
+
+def spark_ddl(table: str) -> str:
+    """The same schema as a Spark DDL string, e.g. for `mapInArrow(..., schema)` or CREATE TABLE.
+
+    Built from the StructType without a SparkSession (`StructType.toDDL` needs one).
+    """
+    columns = []
+    for field in spark_schema(table).fields:
+        not_null = "" if field.nullable else " NOT NULL"
+        columns.append(f"`{field.name}` {field.dataType.simpleString()}{not_null}")
+    return ", ".join(columns)

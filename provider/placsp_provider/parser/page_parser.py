@@ -33,10 +33,10 @@ from placsp_provider.datasets import Dataset
 from placsp_provider.dead_letters.lifecycle import STAGE_PARSE, STAGE_VALIDATION
 from placsp_provider.feed.prolog import dtd_refusal, to_utf8
 from placsp_provider.feed.xml import ATOM_NS, DELETED_ENTRY_TAG, ENTRY_TAG, make_parser
-from placsp_provider.spark import page_split
-from placsp_provider.spark.entry_fields import extract_entry, extract_tombstone
-from placsp_provider.spark.page_split import ENTRY, TOMBSTONE, PageLayout, RecordSpan
-from placsp_provider.spark.validation import (
+from placsp_provider.parser import page_split
+from placsp_provider.parser.entry_fields import extract_entry, extract_tombstone
+from placsp_provider.parser.page_split import ENTRY, TOMBSTONE, PageLayout, RecordSpan
+from placsp_provider.parser.validation import (
     ENCODING_ERROR,
     Problems,
     describe_replacement_characters,

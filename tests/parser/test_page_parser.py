@@ -16,14 +16,15 @@ from lxml import etree
 
 from placsp_provider.datasets import Dataset, get_dataset
 from placsp_provider.feed.xml import ATOM_NS, DELETED_ENTRY_TAG, ENTRY_TAG, TOMBSTONE_NS, make_parser
-from placsp_provider.spark import page_parser, page_split, silver_schema
-from placsp_provider.spark.page_parser import (
+from placsp_provider.parser import page_parser, page_split, silver_schema
+from placsp_provider.parser.page_parser import (
     DEAD_LETTER_KEYS,
     PageParseResult,
     parse_dead_letter,
     parse_page,
     parse_record,
 )
+from placsp_provider.spark import tables as spark_tables
 
 pytestmark = pytest.mark.unit
 
@@ -631,12 +632,12 @@ def test_a_bug_in_extraction_costs_one_record_visibly(monkeypatch: pytest.Monkey
 
 def test_spark_schemas_follow_the_arrow_schemas() -> None:
     for table, schema in silver_schema.SCHEMAS.items():
-        assert silver_schema.spark_schema(table).fieldNames() == schema.names
-    ddl = silver_schema.spark_ddl("results")
+        assert spark_tables.spark_schema(table).fieldNames() == schema.names
+    ddl = spark_tables.spark_ddl("results")
     assert ddl.startswith("`dataset` string NOT NULL, `entry_id` string NOT NULL, `entry_updated` timestamp NOT NULL")
     assert "`awarded_payable_amount` decimal(38,6)" in ddl
     assert "`winner_identifiers` array<struct<scheme_name:string,id:string>> NOT NULL" in ddl
-    assert "`cpv_codes` array<string> NOT NULL" in silver_schema.spark_ddl("entries")
+    assert "`cpv_codes` array<string> NOT NULL" in spark_tables.spark_ddl("entries")
 
 
 def test_record_batch_refuses_nulls_in_required_columns() -> None:

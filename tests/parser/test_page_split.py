@@ -9,8 +9,8 @@ import pytest
 from lxml import etree
 
 from placsp_provider.feed.xml import ATOM_NS, DELETED_ENTRY_TAG, ENTRY_TAG, TOMBSTONE_NS, make_parser
-from placsp_provider.spark import page_split
-from placsp_provider.spark.page_split import ENTRY, TOMBSTONE
+from placsp_provider.parser import page_split
+from placsp_provider.parser.page_split import ENTRY, TOMBSTONE
 
 pytestmark = pytest.mark.unit
 

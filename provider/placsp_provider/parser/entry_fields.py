@@ -25,8 +25,8 @@ from lxml import etree
 
 from placsp_provider.datasets import Dataset
 from placsp_provider.feed.xml import ATOM_NS, TOMBSTONE_NS
-from placsp_provider.spark import validation
-from placsp_provider.spark.validation import Problems
+from placsp_provider.parser import validation
+from placsp_provider.parser.validation import Problems
 
 CBC_NS = "urn:dgpe:names:draft:codice:schema:xsd:CommonBasicComponents-2"
 CAC_NS = "urn:dgpe:names:draft:codice:schema:xsd:CommonAggregateComponents-2"

@@ -9,8 +9,8 @@ import pytest
 
 from placsp_provider.datasets import get_dataset
 from placsp_provider.feed.timestamps import parse_rfc3339_strict
-from placsp_provider.spark import validation
-from placsp_provider.spark.validation import Problems
+from placsp_provider.parser import validation
+from placsp_provider.parser.validation import Problems
 
 pytestmark = pytest.mark.unit
 

@@ -18,19 +18,16 @@ codes stay strings; list columns are never null (empty list instead). Child rows
 `entry_updated` so each table can do newest-wins on its own. Tombstones have no `entry_updated`: their
 `deleted_at` plays that role.
 
-Nothing here imports pyspark at module level; `spark_schema` / `spark_ddl` import it when called.
+Nothing here imports pyspark: the Spark types of these schemas are built in `spark/tables.py`.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pyarrow as pa
 
-from placsp_provider.spark.validation import AMOUNT_PRECISION, AMOUNT_SCALE
-
-if TYPE_CHECKING:
-    from pyspark.sql.types import StructType
+from placsp_provider.parser.validation import AMOUNT_PRECISION, AMOUNT_SCALE
 
 AMOUNT = pa.decimal128(AMOUNT_PRECISION, AMOUNT_SCALE)
 UTC_TIMESTAMP = pa.timestamp("us", tz="UTC")
@@ -249,23 +246,3 @@ def record_batch(table: str, rows: list[dict[str, Any]]) -> pa.RecordBatch:
                 f"{table}: {batch.column(index).null_count} null value(s) in required column {column.name}"
             )
     return batch
-
-
-def spark_schema(table: str) -> StructType:
-    """The Spark StructType of a table (imports pyspark only when called)."""
-    from pyspark.sql.pandas.types import from_arrow_schema
-
-    # prefer_timestamp_ntz=False: UTC-aware Arrow timestamps must become Spark TIMESTAMP (LTZ).
-    return from_arrow_schema(SCHEMAS[table], prefer_timestamp_ntz=False)
-
-
-def spark_ddl(table: str) -> str:
-    """The same schema as a Spark DDL string, e.g. for `mapInArrow(..., schema)` or CREATE TABLE.
-
-    Built from the StructType without a SparkSession (`StructType.toDDL` needs one).
-    """
-    columns = []
-    for field in spark_schema(table).fields:
-        not_null = "" if field.nullable else " NOT NULL"
-        columns.append(f"`{field.name}` {field.dataType.simpleString()}{not_null}")
-    return ", ".join(columns)
