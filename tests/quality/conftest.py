@@ -3,8 +3,8 @@
 `real_lake`: the bundled real pages (643 licitaciones: 3 pages with lots, results, documents and 3 dead
 letters; 1044 agregadas: the 2022-01 archive's 2 pages, 951 entries and 49 tombstones) landed the way
 extraction lands them and ingested by the real Silver job on the shared SparkSession
-(tests/spark/conftest.py), once per session. Two ingests, not three: each costs a Spark job. Tests
-never write to it: a test that needs a broken table copies it first (`broken_copy`).
+(tests/spark/conftest.py), once per session (two ingests: each costs a Spark job). Tests never write
+to it: a test that needs a broken table copies it first (`broken_copy`).
 """
 
 from __future__ import annotations

@@ -154,3 +154,20 @@ def test_report_is_one_self_contained_page_with_the_chart_and_the_latest_results
     assert "<td>entries_key_unique</td><td>error</td>" in page and "<td>pass</td>" in page
     assert "<td>lots_key_unique</td><td>error</td><td>duplicateValues(dataset, entry_id, lot_id)</td>" in page
     assert "not run" in page  # lots was never checked in this lake
+
+
+def test_a_column_dropped_from_the_table_is_schema_drift_and_its_rules_say_why(tmp_path: Path) -> None:
+    from deltalake import write_deltalake
+
+    from placsp_provider.quality.engine import CheckRequest, run_checks
+    from placsp_provider.spark.tables import table_path
+
+    lake = tmp_path / "lake"
+    rows = _entries({FIRST: 3}).drop_columns(["cpv_codes"])
+    write_deltalake(str(table_path(lake, "entries")), rows, partition_by=["dataset"])
+    report = run_checks(CheckRequest(str(lake), "agregadas", tables=("entries",)))
+    failed = {r.rule_id: r.message for r in report.results if not r.success}
+    assert failed == {
+        "entries_schema": "schema drift: column cpv_codes is missing from the table",
+        "entries_cpv_codes_eight_digits": "invalidValues(cpv_codes); column(s) ['cpv_codes'] missing from the table",
+    }

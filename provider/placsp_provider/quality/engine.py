@@ -233,6 +233,14 @@ class LakeSession:
         else:
             self.con.execute(f"CREATE VIEW {run_view(table)} AS SELECT * FROM {table}")
 
+    def missing_columns(self, contract: Contract) -> set[str]:
+        """Contract columns the Delta table lacks (none when the table does not exist: it is empty)."""
+        fields = self.delta_schemas.get(contract.table)
+        if fields is None:
+            return set()
+        present = {f.name for f in fields}
+        return {c.name for c in contract.columns if c.name not in present}
+
     def scalar(self, sql: str) -> tuple[Any, ...]:
         row = self.con.execute(sql).fetchone()
         return tuple(row) if row is not None else ()
@@ -299,7 +307,13 @@ def run_checks(request: CheckRequest, contracts: Sequence[Contract] | None = Non
         for contract in contracts:
             rows[contract.table] = session.count(contract.table)
             results.append(schema_result(contract, session, request.dataset))
-            results.extend(evaluate(rule, session, request.dataset) for rule in contract.rules)
+            missing = session.missing_columns(contract)
+            for rule in contract.rules:
+                lost = [c for c in rule.columns if c in missing]
+                if lost:  # the schema rule reports the drift; the rule cannot measure anything
+                    results.append(_unmeasurable(rule, request.dataset, f"column(s) {lost} missing from the table"))
+                else:
+                    results.append(evaluate(rule, session, request.dataset))
         versions = {c.table: session.versions.get(c.table) for c in contracts}
     return CheckReport(request, tuple(results), checked_at, versions, rows)
 
@@ -310,7 +324,10 @@ def prepare(contracts: Iterable[Contract], session: LakeSession) -> None:
     import duckdb
 
     for contract in contracts:
+        missing = session.missing_columns(contract)
         for rule in contract.rules:
+            if any(c in missing for c in rule.columns):
+                continue  # reported as schema drift, not as a broken rule
             sql = rule_sql(rule, session)
             try:
                 session.con.execute(f"EXPLAIN {sql}")
@@ -362,6 +379,26 @@ def evaluate(rule: Rule, session: LakeSession, dataset: str) -> RuleResult:
         rows_checked=int(total),
         message=rule.what + (f"; {note}" if note else ""),
         content=sql,
+        description=rule.description,
+    )
+
+
+def _unmeasurable(rule: Rule, dataset: str, reason: str) -> RuleResult:
+    return RuleResult(
+        rule_id=rule.id,
+        dataset=dataset,
+        table=rule.table,
+        column=rule.column,
+        kind=rule.kind,
+        metric=rule.metric,
+        dimension=rule.dimension,
+        severity=rule.severity,
+        scope=rule.scope,
+        expected=rule.expected,
+        actual=None,
+        success=False,
+        rows_checked=0,
+        message=f"{rule.what}; {reason}",
         description=rule.description,
     )
 
