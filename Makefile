@@ -1,4 +1,5 @@
-# The two commands (see README): `make demo` runs the daily DAG end to end; `make test` runs the tests.
+# The two commands (see README): `make demo` runs the daily DAG end to end; `make test` runs lint, types, tests.
+# `make test-fast` is the inner loop: the tests that start neither Spark nor an Airflow run.
 # Each installs what it needs (venv, packages, Spark jars) and is safe to run twice.
 SHELL := /bin/bash
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
@@ -11,7 +12,7 @@ JARS := .cache/spark-jars/.fetched
 LIVE ?=
 DATE ?=
 
-.PHONY: demo test bench lint install jars clean
+.PHONY: demo test test-fast bench lint install jars clean
 
 $(PY):
 	@$(PYTHON) -c 'import sys; assert sys.version_info[:2] == (3, 11), f"Python 3.11 needed, found {sys.version}"'
@@ -34,14 +35,18 @@ jars: $(JARS)
 demo: $(INSTALLED) $(JARS)
 	$(PY) -m placsp_provider.demo.run $(if $(LIVE),--live) $(if $(DATE),--date $(DATE))
 
-test: $(INSTALLED) $(JARS)
+test: lint $(INSTALLED) $(JARS)
 	$(PY) -m pytest
+
+test-fast: $(INSTALLED)
+	$(PY) -m pytest -m "(unit or http) and not spark and not airflow"
 
 bench: $(INSTALLED) $(JARS)
 	$(PY) -m benchmarks.run
 
 lint: $(INSTALLED)
 	$(VENV)/bin/ruff check provider dags include tests benchmarks
+	$(VENV)/bin/ruff format --check provider dags include tests benchmarks
 	$(VENV)/bin/mypy
 
 clean:

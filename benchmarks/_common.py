@@ -13,6 +13,7 @@ prints one JSON line as the last line of its stdout.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import platform
@@ -21,11 +22,17 @@ import resource
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable
+import threading
+import time
+from collections import defaultdict
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from benchmarks.pagegen import Corpus
 
 REPO = Path(__file__).resolve().parents[1]
 MB = 1e6
@@ -62,7 +69,7 @@ class BenchResult:
     title: str
     summary: str  # markdown paragraph: what was measured and how
     tables: list[Table]
-    raw: dict[str, Any]
+    raw: dict[Any, Any]  # JSON-able; keys become strings in the JSON
     seconds: float = 0.0
     findings: list[str] = field(default_factory=list)  # markdown bullets
 
@@ -165,7 +172,7 @@ def run_child(module: str, payload: dict[str, Any], timeout: float = 600) -> dic
     return json.loads(lines[-1])
 
 
-def child_main(handlers: dict[str, Callable[[dict[str, Any]], dict[str, Any]]]) -> None:
+def child_main(handlers: Mapping[str, Callable[[dict[str, Any]], dict[str, Any]]]) -> None:
     """Entry point of a child: `--child spec.json`, where spec["task"] names the handler."""
     if len(sys.argv) != 3 or sys.argv[1] != "--child":
         raise SystemExit(f"usage: python -m {sys.argv[0]} --child spec.json (started by benchmarks.run)")
@@ -187,3 +194,290 @@ def f1(value: float) -> str:
 
 def f2(value: float) -> str:
     return f"{value:,.2f}"
+
+
+# -- process measurement (shared by the Spark benchmarks) -------------------------------------------
+def busy_cpu_seconds() -> float:
+    """CPU seconds the whole machine spent busy since boot (all processes), from /proc/stat."""
+    with open("/proc/stat") as fh:
+        fields = [int(x) for x in fh.readline().split()[1:9]]
+    user, nice, system, _idle, _iowait, irq, softirq, steal = fields
+    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
+
+
+def reaped_children_cpu() -> float:
+    import resource
+
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def wait_for_quiet(max_wait: float, threshold: float = 0.3, window: float = 3.0) -> tuple[float, float]:
+    """Wait up to `max_wait` s until the rest of the machine uses fewer than `threshold` cores (measured
+    over `window` s); return (seconds waited, cores busy in the last window). Other sessions share
+    this machine: a measurement next to them is worth little."""
+    started = time.monotonic()
+    busy = 0.0
+    if max_wait <= 0:
+        window = 0.5  # quick runs: only note the load
+    while True:
+        b0 = busy_cpu_seconds()
+        time.sleep(window)
+        busy = (busy_cpu_seconds() - b0) / window
+        if busy < threshold or time.monotonic() - started >= max_wait:
+            return time.monotonic() - started, busy
+
+
+def run_child_measured(module: str, payload: dict[str, Any], timeout: float = 1200) -> dict[str, Any]:
+    """`run_child`, plus how much CPU the rest of the machine used meanwhile (its busy CPU minus the
+    child's process tree, sampled from /proc): the noise next to the measurement."""
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as fh:
+        json.dump(payload, fh)
+        spec = fh.name
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH", "")]))
+    busy0, t0 = busy_cpu_seconds(), time.perf_counter()
+    reaped0 = reaped_children_cpu()
+    try:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", module, "--child", spec],
+            cwd=REPO,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        tree = ProcessTree(interval=0.5, root=proc.pid)
+        tree.reset(clear=False)
+        tree.start()
+        try:
+            stdout, stderr = proc.communicate(timeout=timeout)
+        finally:
+            tree.stop()
+    finally:
+        os.unlink(spec)
+    wall = time.perf_counter() - t0
+    # The sampled tree misses the last half second of short-lived processes; what this process reaped
+    # (the child itself, not the JVM it leaves behind) is exact. Take the larger.
+    child_cpu = max(tree.cpu_seconds(), reaped_children_cpu() - reaped0)
+    foreign = max(busy_cpu_seconds() - busy0 - child_cpu, 0.0)
+    lines = stdout.strip().splitlines()
+    if proc.returncode != 0 or not lines:
+        tail = "\n".join(stderr.strip().splitlines()[-15:])
+        raise RuntimeError(f"benchmark child {payload['task']} failed (exit {proc.returncode}):\n{tail}")
+    result = json.loads(lines[-1])
+    result["other_load"] = {
+        "wall_s": wall,
+        "child_cpu_s": child_cpu,
+        "other_cpu_s": foreign,
+        "cores": foreign / wall,
+    }
+    return result
+
+
+class ProcessTree:
+    """RSS and CPU of this process and all its descendants (JVM, Python workers), sampled from /proc."""
+
+    def __init__(self, interval: float = 0.2, root: int | None = None) -> None:
+        self.root = root if root is not None else os.getpid()
+        self.interval = interval
+        self.pids: list[int] = [self.root]
+        self.peak_total = 0.0
+        self.hwm: dict[int, float] = {}
+        self.comm: dict[int, str] = {}
+        self.cpu: dict[int, float] = {}
+        self.cpu0: dict[int, float] = {}
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._last_scan = 0.0
+        self._tick = os.sysconf("SC_CLK_TCK")
+        self.baseline_total = 0.0
+
+    def _scan(self) -> None:
+        kids: dict[int, list[int]] = defaultdict(list)
+        for name in os.listdir("/proc"):
+            if not name.isdigit():
+                continue
+            try:
+                with open(f"/proc/{name}/stat") as fh:
+                    stat = fh.read()
+            except OSError:
+                continue
+            kids[int(stat.rsplit(")", 1)[1].split()[1])].append(int(name))
+        found, todo = [], [self.root]
+        while todo:
+            pid = todo.pop()
+            found.append(pid)
+            todo.extend(kids.get(pid, []))
+        self.pids = found
+        self._last_scan = time.monotonic()
+
+    def _read(self, pid: int) -> tuple[float, float, float, str] | None:
+        try:
+            with open(f"/proc/{pid}/status") as fh:
+                status = fh.read()
+            with open(f"/proc/{pid}/stat") as fh:
+                stat = fh.read()
+        except OSError:
+            return None
+        rss = re.search(r"^VmRSS:\s*(\d+)", status, re.M)
+        hwm = re.search(r"^VmHWM:\s*(\d+)", status, re.M)
+        if rss is None or hwm is None:
+            return None
+        comm = stat[stat.index("(") + 1 : stat.rindex(")")]
+        fields = stat.rsplit(")", 1)[1].split()
+        cpu = (int(fields[11]) + int(fields[12])) / self._tick
+        return int(rss.group(1)) * 1024 / MB, int(hwm.group(1)) * 1024 / MB, cpu, comm
+
+    def sample(self) -> None:
+        if time.monotonic() - self._last_scan > 1.0:
+            self._scan()
+        total = 0.0
+        for pid in self.pids:
+            got = self._read(pid)
+            if got is None:
+                continue
+            rss, hwm, cpu, comm = got
+            total += rss
+            self.hwm[pid] = max(self.hwm.get(pid, 0.0), hwm)
+            self.comm[pid] = comm
+            self.cpu[pid] = cpu
+            self.cpu0.setdefault(pid, 0.0)
+        self.peak_total = max(self.peak_total, total)
+
+    def reset(self, clear: bool = True) -> None:
+        """Forget peaks; reset each process's VmHWM (clear_refs 5) where the kernel lets us."""
+        self._scan()
+        for pid in self.pids if clear else ():
+            try:
+                with open(f"/proc/{pid}/clear_refs", "w") as fh:
+                    fh.write("5")
+            except OSError:
+                pass
+        self.peak_total, self.hwm = 0.0, {}
+        self.cpu0 = {}
+        self.baseline_total = 0.0
+        for pid in self.pids:
+            got = self._read(pid)
+            if got is not None:
+                self.cpu0[pid] = got[2]
+                self.baseline_total += got[0]
+        self.cpu = dict(self.cpu0)
+
+    def cpu_seconds(self) -> float:
+        return sum(self.cpu[p] - self.cpu0.get(p, 0.0) for p in self.cpu)
+
+    def start(self) -> None:
+        self._stop.clear()
+
+        def loop() -> None:
+            while not self._stop.wait(self.interval):
+                self.sample()
+
+        self._thread = threading.Thread(target=loop, daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        self.sample()
+
+    def report(self) -> dict[str, Any]:
+        jvm = [p for p in self.hwm if self.comm.get(p) == "java"]
+        workers = [p for p in self.hwm if p != self.root and p not in jvm]
+        return {
+            "peak_total_mb": self.peak_total,
+            "baseline_total_mb": self.baseline_total,
+            "jvm_hwm_mb": sum(self.hwm[p] for p in jvm),
+            "driver_hwm_mb": self.hwm.get(self.root, 0.0),
+            "workers": len(workers),
+            "workers_hwm_max_mb": max((self.hwm[p] for p in workers), default=0.0),
+            "workers_hwm_sum_mb": sum(self.hwm[p] for p in workers),
+        }
+
+
+def abba(repeats: int, a: str, b: str) -> list[str]:
+    """a, b, b, a, a, b, ...: `repeats` runs of each, alternating pairs (linear drift hits both alike)."""
+    order: list[str] = []
+    pair = (a, b)
+    while len(order) < 2 * repeats:
+        order += list(pair)
+        pair = pair[::-1]
+    return order
+
+
+def land_template(corpus: Corpus, root: Path) -> Path:
+    """Bronze pages + one manifest, laid out as extraction does; children hard-link it into a fresh lake."""
+    from placsp_provider.bronze.manifest import LandedPage, Manifest
+    from placsp_provider.datasets import get_dataset
+    from placsp_provider.feed.page_scan import scan_page
+    from placsp_provider.feed.timestamps import isoformat
+    from placsp_provider.lake import manifests_dir, page_file
+
+    ds = get_dataset(corpus.dataset_key)
+    stamp = isoformat(datetime(2025, 11, 28, tzinfo=UTC))
+    manifest = Manifest(ds.key, ds.syndication_id, "bench", stamp, stamp, stamp, "bench")
+    for path in corpus.files:
+        sha = hashlib.sha256(path.read_bytes()).hexdigest()
+        final = page_file(root, ds.key, path.name, sha)
+        final.parent.mkdir(parents=True, exist_ok=True)
+        os.link(path, final)
+        scan = scan_page(final)
+        manifest.pages.append(
+            LandedPage.from_scan(
+                scan,
+                url=f"bench://{path.name}",
+                file=str(final.relative_to(root)),
+                size=path.stat().st_size,
+                sha256=sha,
+                source="feed",
+                newly_landed=True,
+            )
+        )
+    mpath = manifests_dir(root, ds.key) / "bench.json"
+    mpath.parent.mkdir(parents=True, exist_ok=True)
+    mpath.write_text(manifest.to_json())
+    return root
+
+
+# -- Delta's own metrics ---------------------------------------------------------------------------
+def lake_tables(lake: Path) -> dict[str, Path]:
+    """Every Delta table of a lake (Silver, dead letters, reconciliation), by name."""
+    from placsp_provider.lake import SILVER_TABLES, table_path
+
+    return {t: table_path(lake, t) for t in (*SILVER_TABLES, "dead_letters", "reconciliation")}
+
+
+def delta_versions(spark: Any, lake: Path) -> dict[str, int]:
+    """The current version of each table of the lake (-1 where it does not exist yet)."""
+    from delta.tables import DeltaTable
+
+    out = {}
+    for table, path in lake_tables(lake).items():
+        exists = (path / "_delta_log").is_dir()
+        out[table] = DeltaTable.forPath(spark, str(path)).history(1).collect()[0]["version"] if exists else -1
+    return out
+
+
+def delta_commits(spark: Any, lake: Path, since: dict[str, int]) -> list[dict[str, Any]]:
+    """The commits made to the lake's tables after `since` (see `delta_versions`), each with Delta's own
+    `operationMetrics` (MERGE: `executionTimeMs`, rows inserted/updated/deleted), ordered by table and
+    version. This is how a benchmark learns where a run's time went without touching provider code."""
+    from delta.tables import DeltaTable
+
+    out = []
+    for table, path in lake_tables(lake).items():
+        if not (path / "_delta_log").is_dir():
+            continue
+        history = DeltaTable.forPath(spark, str(path)).history().select("version", "operation", "operationMetrics")
+        for r in sorted(history.collect(), key=lambda r: r["version"]):
+            if r["version"] > since.get(table, -1):
+                metrics = {k: int(v) for k, v in (r["operationMetrics"] or {}).items() if str(v).isdigit()}
+                out.append({"table": table, "version": r["version"], "operation": r["operation"], "metrics": metrics})
+    return out
+
+
+def merge_seconds(commits: list[dict[str, Any]]) -> list[tuple[str, float]]:
+    """(table, seconds) of every MERGE among `commits`, from Delta's `executionTimeMs`."""
+    return [(c["table"], c["metrics"].get("executionTimeMs", 0) / 1e3) for c in commits if c["operation"] == "MERGE"]

@@ -157,7 +157,8 @@ def _write_table(lake: Path, cfg: Config) -> dict[str, Any]:
     import pyarrow as pa
     from deltalake import write_deltalake
 
-    from placsp_provider.spark.tables import table_path, table_schema
+    from placsp_provider.lake import table_path
+    from placsp_provider.spark.tables import table_schema
 
     rng = np.random.default_rng(SEED)
     schema = table_schema("dead_letters")

@@ -135,7 +135,8 @@ def _write_tables(lake: Path, cfg: Config) -> dict[str, Any]:
     import pyarrow as pa
     from deltalake import write_deltalake
 
-    from placsp_provider.spark.tables import table_path, table_schema
+    from placsp_provider.lake import table_path
+    from placsp_provider.spark.tables import table_schema
 
     rng = random.Random(SEED)
     start = datetime(2023, 12, 1, tzinfo=UTC)

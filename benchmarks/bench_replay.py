@@ -24,9 +24,11 @@ project's `get_session`):
    process alone, `route_dead_letters` (batches of 4) over the fixed dead letters against `route_page` over the
    corrected pages: the per-record parse cost without Spark.
 
-Per-part times come from timers wrapped around the provider's own functions for the duration of the
-runs (in this child only; put back afterwards); memory is that of the child's whole process tree
-(driver, JVM, Python workers), sampled, plus each process's high-water mark reset before each run.
+Where a run's time goes comes from Delta's own metrics: every commit the run made to the lake's tables,
+read back from the table history with its `operationMetrics` (MERGE `executionTimeMs`); the rest of a
+run (selection or page reading, parse, counts) is its wall time minus its MERGEs. No provider function
+is wrapped. Memory is that of the child's whole process tree (driver, JVM, Python workers), sampled
+(`_common.ProcessTree`), plus each process's high-water mark reset before each run.
 """
 
 from __future__ import annotations
@@ -37,15 +39,29 @@ import re
 import shutil
 import tempfile
 import time
-from collections import defaultdict
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import Any
 
-from benchmarks._common import MB, BenchResult, Table, child_main, f1, f2, run_child
+from benchmarks._common import (
+    MB,
+    BenchResult,
+    ProcessTree,
+    Table,
+    abba,
+    busy_cpu_seconds,
+    child_main,
+    delta_commits,
+    delta_versions,
+    f1,
+    f2,
+    land_template,
+    merge_seconds,
+    run_child,
+    wait_for_quiet,
+)
 from benchmarks.pagegen import NA_AMOUNT, Corpus, generate_corpus
 
 NAME = "replay"
@@ -79,13 +95,12 @@ QUICK = Config(pages=1, items_per_page=20, repeats=1, fresh_lake=False, quiet_wa
 
 # -- parent ---------------------------------------------------------------------------------------
 def run(quick: bool = False) -> BenchResult:
-    from benchmarks.bench_silver import _wait_for_quiet
 
     cfg = QUICK if quick else FULL
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="placsp-bench-replay-") as tmp_name:
         payload = prepare(Path(tmp_name), cfg)
-        waited, busy = _wait_for_quiet(cfg.quiet_wait_s)
+        waited, busy = wait_for_quiet(cfg.quiet_wait_s)
         measures = run_child(_MODULE, {"task": "replay_vs_ingest", **payload}, timeout=1800)
     return report(cfg, payload["corpus"], measures, {"waited_s": waited, "other_cores_before": busy}, started)
 
@@ -107,7 +122,6 @@ def report(
 
 def prepare(tmp: Path, cfg: Config) -> dict[str, Any]:
     """Generate and land the corpora (not timed); return the child's payload."""
-    from benchmarks.bench_silver import _land_template
 
     t = time.perf_counter()
     broken = generate_corpus(
@@ -122,15 +136,15 @@ def prepare(tmp: Path, cfg: Config) -> dict[str, Any]:
     )
     fixes = _fixes(broken)
     fixed_pages = corrected_pages(broken, fixes, tmp / "fixed")
-    fixed_view = Corpus(broken.spec, fixed_pages, [], [], 0, 0, 0)  # what `_land_template` reads: dataset, files
+    fixed_view = Corpus(broken.spec, fixed_pages, [], [], 0, 0, 0)  # what `land_template` reads: dataset, files
     return {
         "cores": cfg.cores,
         "repeats": cfg.repeats,
         "fresh_lake": cfg.fresh_lake,
         "fixes": fixes,
         "work": str(tmp / "work"),
-        "broken_template": str(_land_template(broken, tmp / "bronze-broken")),
-        "fixed_template": str(_land_template(fixed_view, tmp / "bronze-fixed")),
+        "broken_template": str(land_template(broken, tmp / "bronze-broken")),
+        "fixed_template": str(land_template(fixed_view, tmp / "bronze-fixed")),
         "corpus": {
             "pages": len(broken.pages),
             "entries": broken.total_entries,
@@ -193,133 +207,31 @@ def corrected_pages(corpus: Corpus, fixes: dict[str, dict[str, str]], out: Path)
 
 
 # -- child: instruments ----------------------------------------------------------------------------
-class _Parts:
-    """Wall and process-tree CPU time of named provider functions, and every Delta MERGE by target
-    table, while `measure()` lasts. Module attributes of this process are swapped, then put back."""
-
-    def __init__(self, tree: Any) -> None:
-        self.tree = tree
-        self.seconds: dict[str, float] = defaultdict(float)
-        self.cpu: dict[str, float] = defaultdict(float)
-        self.merges: list[tuple[str, float]] = []
-        self.facts: dict[str, Any] = {}
-
-    def reset(self) -> None:
-        self.seconds, self.cpu, self.merges, self.facts = defaultdict(float), defaultdict(float), [], {}
-
-    @contextmanager
-    def measure(self) -> Iterator[_Parts]:
-        import delta.tables
-
-        import placsp_provider.spark.replay_job as replay
-        import placsp_provider.spark.silver_job as ingest
-        import placsp_provider.spark.silver_merge as merge
-
-        undo: list[tuple[Any, str, Any]] = []
-
-        def swap(owner: Any, attr: str, new: Any) -> None:
-            undo.append((owner, attr, owner.__dict__[attr]))
-            setattr(owner, attr, new)
-
-        try:
-            for module, attr, label in (
-                (replay, "ensure_tables", "ensure_tables"),
-                (ingest, "ensure_tables", "ensure_tables"),
-                (replay, "select", "select"),
-                (replay, "_replay_records", "replay_records"),
-                (replay, "_mark", "mark"),
-                (ingest, "pages_to_ingest", "pages_to_ingest"),
-                (ingest, "_tally", "tally"),
-                (merge, "merge_silver", "merge_silver"),
-                (merge, "insert_only", "insert_only"),
-                (merge, "record_reconciliation", "record_reconciliation"),
-                (merge, "_version", "history_reads"),
-                (merge, "_metrics", "history_reads"),
-            ):
-                swap(module, attr, self._timed(label, getattr(module, attr)))
-            self._name_merges(delta.tables, swap)
-            yield self
-        finally:
-            for owner, attr, original in reversed(undo):
-                setattr(owner, attr, original)
-
-    def _timed(self, label: str, fn: Callable[..., Any]) -> Callable[..., Any]:
-        def wrapper(*args: Any, **kwargs: Any) -> Any:
-            self.tree.sample()
-            cpu0, t = self.tree.cpu_seconds(), time.perf_counter()
-            try:
-                result = fn(*args, **kwargs)
-            finally:
-                self.seconds[label] += time.perf_counter() - t
-                self.tree.sample()
-                self.cpu[label] += self.tree.cpu_seconds() - cpu0
-            if label == "select":  # what the re-parse's mapInArrow runs over (not timed)
-                self.facts["replay_input_partitions"] = result.rdd.getNumPartitions()
-            return result
-
-        return wrapper
-
-    def _name_merges(self, tables: Any, swap: Callable[[Any, str, Any], None]) -> None:
-        """Time every `DeltaMergeBuilder.execute` under the name of its target table."""
-        table_cls, builder_cls = tables.DeltaTable, tables.DeltaMergeBuilder
-        for_path, alias, merge, execute = table_cls.forPath, table_cls.alias, table_cls.merge, builder_cls.execute
-        target = ["?"]  # MERGEs run one at a time; the builder chain keeps no attribute of ours
-
-        def named_for_path(spark: Any, path: str, *args: Any) -> Any:
-            table = for_path(spark, path, *args)
-            table._bench_name = Path(path).name
-            return table
-
-        def named_alias(self_: Any, name: str) -> Any:
-            aliased = alias(self_, name)
-            aliased._bench_name = getattr(self_, "_bench_name", "?")
-            return aliased
-
-        def named_merge(self_: Any, source: Any, condition: Any) -> Any:
-            target[0] = getattr(self_, "_bench_name", "?")
-            return merge(self_, source, condition)
-
-        def timed_execute(self_: Any) -> Any:
-            t = time.perf_counter()
-            try:
-                return execute(self_)
-            finally:
-                self.merges.append((target[0], time.perf_counter() - t))
-
-        swap(table_cls, "forPath", staticmethod(named_for_path))
-        swap(table_cls, "alias", named_alias)
-        swap(table_cls, "merge", named_merge)
-        swap(builder_cls, "execute", timed_execute)
-
-
-def _timed_run(fn: Callable[[], Any], parts: _Parts) -> dict[str, Any]:
-    """One timed run: wall, CPU of the process tree, peak memory, parts, MERGEs, and the CPU other
-    sessions used on the machine meanwhile (the noise next to it)."""
-    from benchmarks.bench_silver import _busy_cpu_seconds
-
-    tree = parts.tree
+def _timed_run(fn: Callable[[], Any], spark: Any, lake: Path, tree: ProcessTree) -> dict[str, Any]:
+    """One timed run: wall, CPU of the process tree, peak memory, the Delta commits it made (with their
+    MERGE times, from the table history), and the CPU other sessions used meanwhile (the noise)."""
+    since = delta_versions(spark, lake)
     gc.collect()
-    parts.reset()
     tree.reset()
     tree.start()
-    busy0, t = _busy_cpu_seconds(), time.perf_counter()
+    busy0, t = busy_cpu_seconds(), time.perf_counter()
     try:
         summary = fn()
     finally:
         seconds = time.perf_counter() - t
         tree.stop()
     cpu = tree.cpu_seconds()
+    other = max(busy_cpu_seconds() - busy0 - cpu, 0.0) / seconds
+    commits = delta_commits(spark, lake, since)
     if isinstance(summary, dict):  # the counts stay; entry id lists and paths do not
         summary = {k: v for k, v in summary.items() if k not in ("recovered_entries", "summary_file")}
     return {
         "seconds": seconds,
         "cpu_s": cpu,
-        "other_cores": max(_busy_cpu_seconds() - busy0 - cpu, 0.0) / seconds,
+        "other_cores": other,
         "tree": tree.report(),
-        "parts": dict(parts.seconds),
-        "parts_cpu": dict(parts.cpu),
-        "merges": list(parts.merges),
-        "facts": dict(parts.facts),
+        "merges": merge_seconds(commits),
+        "commits": [(c["table"], c["operation"]) for c in commits],
         "summary": summary,
     }
 
@@ -370,7 +282,7 @@ def fix_dead_letters(spark: Any, lake: Path, fixes: dict[str, dict[str, str]]) -
     from delta.tables import DeltaTable
     from pyspark.sql import functions as F
 
-    from placsp_provider.spark.tables import table_path
+    from placsp_provider.lake import table_path
 
     path = str(table_path(lake, "dead_letters"))
     letters = (
@@ -401,7 +313,7 @@ def silver_checksums(spark: Any, lake: Path, entry_ids: list[str]) -> dict[str, 
     the lineage ones (every value computed; equal across lakes iff the same rows)."""
     from pyspark.sql import functions as F
 
-    from placsp_provider.spark.tables import table_path
+    from placsp_provider.lake import table_path
 
     ids = F.broadcast(spark.createDataFrame([(i,) for i in entry_ids], "entry_id string"))
     out = {}
@@ -417,9 +329,9 @@ def _single_process(spark: Any, lake: Path, pages: list[Path]) -> dict[str, Any]
     """The per-record parse without Spark, in this process (one core): `route_dead_letter` over the
     fixed dead letters vs `route_page` over the corrected pages (best of 2 each, after a small warm pass)."""
     from placsp_provider.datasets import get_dataset
+    from placsp_provider.lake import table_path
     from placsp_provider.parser.page_parser import parse_dead_letter, parse_page
     from placsp_provider.spark.routing import REPLAY_INPUT_COLUMNS, route_dead_letters, route_page
-    from placsp_provider.spark.tables import table_path
 
     ds = get_dataset(_DATASET)
     letters = [
@@ -461,38 +373,37 @@ def _single_process(spark: Any, lake: Path, pages: list[Path]) -> dict[str, Any]
 def replay_vs_ingest(spark: Any, p: dict[str, Any]) -> dict[str, Any]:
     """Steps 1-4 of the module doc on `spark`. Every lake is its own folder under `p['work']` (Delta
     caches table state by path), removed once measured."""
-    from benchmarks.bench_silver import _abba, _Tree
 
     work = Path(p["work"])
     fixes: dict[str, dict[str, str]] = p["fixes"]
     n = len(fixes)
-    parts = _Parts(_Tree())
+    tree = ProcessTree()
     out: dict[str, Any] = {"broken": n}
     base = work / "base"
     manifest = _add_bronze(Path(p["broken_template"]), base)
     runs: dict[str, list[dict[str, Any]]] = {"replay": [], "noop": [], "ingest_same": [], "ingest_fresh": []}
-    order = _abba(p["repeats"], "replay", "ingest_same")
+    order = abba(p["repeats"], "replay", "ingest_same")
     if p["fresh_lake"]:
         order.insert(len(order) // 2, "ingest_fresh")
     lakes: dict[str, Path] = {}
-    with parts.measure():
-        out["broken_ingest"] = _timed_run(lambda: _ingest(spark, base, manifest, "bench-broken"), parts)
-        out["fix"] = _timed_run(lambda: fix_dead_letters(spark, base, fixes), parts)
-        out["silver_before"] = spark.read.format("delta").load(str(base / "silver" / "entries")).count()
-        for i, what in enumerate(order):
-            lake = work / f"{what}-{i}"
-            if what != "ingest_fresh":
-                shutil.copytree(base, lake)  # a real copy: runs rewrite Delta files, the template must stay
-            fixed = _add_bronze(Path(p["fixed_template"]), lake, _FIXED_MANIFEST) if what != "replay" else manifest
-            if what == "replay":
-                runs["replay"].append(_timed_run(partial(_replay, spark, lake, f"bench-replay-{i}", n), parts))
-                again = partial(_replay, spark, lake, f"bench-replay-{i}-again", n)
-                runs["noop"].append(_timed_run(again, parts))
-            else:
-                runs[what].append(_timed_run(partial(_ingest, spark, lake, fixed, f"bench-{what}-{i}"), parts))
-            if what in lakes:
-                shutil.rmtree(lakes[what], ignore_errors=True)
-            lakes[what] = lake
+    out["broken_ingest"] = _timed_run(lambda: _ingest(spark, base, manifest, "bench-broken"), spark, base, tree)
+    out["fix"] = _timed_run(lambda: fix_dead_letters(spark, base, fixes), spark, base, tree)
+    out["silver_before"] = spark.read.format("delta").load(str(base / "silver" / "entries")).count()
+    for i, what in enumerate(order):
+        lake = work / f"{what}-{i}"
+        if what != "ingest_fresh":
+            shutil.copytree(base, lake)  # a real copy: runs rewrite Delta files, the template must stay
+        fixed = _add_bronze(Path(p["fixed_template"]), lake, _FIXED_MANIFEST) if what != "replay" else manifest
+        if what == "replay":
+            runs["replay"].append(_timed_run(partial(_replay, spark, lake, f"bench-replay-{i}", n), spark, lake, tree))
+            again = partial(_replay, spark, lake, f"bench-replay-{i}-again", n)
+            runs["noop"].append(_timed_run(again, spark, lake, tree))
+        else:
+            ingest = partial(_ingest, spark, lake, fixed, f"bench-{what}-{i}")
+            runs[what].append(_timed_run(ingest, spark, lake, tree))
+        if what in lakes:
+            shutil.rmtree(lakes[what], ignore_errors=True)
+        lakes[what] = lake
     out.update(runs, order=order)
     ids = sorted(fixes)
     out["checksums"] = {what: silver_checksums(spark, lake, ids) for what, lake in lakes.items()}
@@ -576,36 +487,23 @@ def _summary(cfg: Config, raw: dict[str, Any]) -> str:
     )
 
 
-_REPLAY_PARTS = (
-    ("ensure_tables", "ensure_tables (the tables exist)"),
-    ("select", "select: read `dead_letters`, filter, order, `localCheckpoint`"),
-    ("reparse", "re-parse: `mapInArrow(make_replayer)`, persist, collect the outcomes"),
-    ("merge_silver", "Silver MERGEs (`merge_silver`)"),
-    ("mark", "status MERGE on `dead_letters` (`_mark`)"),
-)
-_INGEST_PARTS = (
-    ("ensure_tables", "ensure_tables (the tables exist)"),
-    ("pages_to_ingest", "pages_to_ingest: manifest, `reconciliation` read"),
-    ("tally", "parse: `binaryFile` + `mapInArrow(make_router)`, persist, per-file counts (`_tally`)"),
-    ("merge_silver", "Silver MERGEs (`merge_silver`)"),
-    ("insert_only", "dead letters insert-only MERGE (none to insert)"),
-    ("record_reconciliation", "reconciliation MERGE"),
-)
-_REST = "the rest (summary, counts, collects between the parts)"
+_SILVER = ("entries", "lots", "documents", "results", "tombstones")
+_REST = "the rest: outside Delta MERGEs (reading, parsing, routing, counts, history reads)"
 
 
-def _parts(run: dict[str, Any], replay: bool) -> dict[str, tuple[float, float]]:
-    """label -> (wall s, CPU s) of each part of a run, and the rest."""
-    wall, cpu = dict(run["parts"]), dict(run["parts_cpu"])
-    if replay:  # the Silver MERGEs run inside `_replay_records`
-        wall["reparse"] = wall.get("replay_records", 0.0) - wall.get("merge_silver", 0.0)
-        cpu["reparse"] = cpu.get("replay_records", 0.0) - cpu.get("merge_silver", 0.0)
-    labels = _REPLAY_PARTS if replay else _INGEST_PARTS
-    out = {label: (wall.get(key, 0.0), cpu.get(key, 0.0)) for key, label in labels}
-    out[_REST] = (
-        run["seconds"] - sum(w for w, _ in out.values()),
-        max(run["cpu_s"] - sum(c for _, c in out.values()), 0.0),
-    )
+def _parts(run: dict[str, Any], replay: bool) -> dict[str, float]:
+    """label -> wall seconds of each kind of MERGE of a run (Delta's `executionTimeMs`), and the rest."""
+    merges = run["merges"]
+    silver = sum(sec for table, sec in merges if table in _SILVER)
+    dead = sum(sec for table, sec in merges if table == "dead_letters")
+    recon = sum(sec for table, sec in merges if table == "reconciliation")
+    out = {f"Silver MERGEs ({sum(t in _SILVER for t, _ in merges)})": silver}
+    if replay:
+        out["status MERGE on `dead_letters`"] = dead
+    else:
+        out["dead letters insert-only MERGE (none to insert)"] = dead
+        out["reconciliation MERGE"] = recon
+    out[_REST] = run["seconds"] - sum(out.values())
     return out
 
 
@@ -707,8 +605,6 @@ def _tables(raw: dict[str, Any]) -> list[Table]:
     )
     single = ms["single_process"]
     r_parts, i_parts = _parts(replay, True), _parts(same, False)
-    reparse = next(v for k, v in r_parts.items() if k.startswith("re-parse"))
-    parse = next(v for k, v in i_parts.items() if k.startswith("parse:"))
     ratio_rows = [
         ["replay vs ingest of the same records into the same lake (speed)", *_ratio(same, replay)],
     ]
@@ -718,9 +614,9 @@ def _tables(raw: dict[str, Any]) -> list[Table]:
     ratio_rows += [
         ["no-op replay / replay (time)", *_ratio(noop, replay)],
         [
-            "replay's re-parse vs ingest's parse, on Spark (speed)",
-            f"{parse[0] / reparse[0]:.2f}x",
-            f"{parse[1] / reparse[1]:.2f}x" if reparse[1] > 0 else "",
+            "replay vs ingest outside Delta MERGEs (selection or page reading, parse, counts), on Spark (speed)",
+            f"{i_parts[_REST] / r_parts[_REST]:.2f}x",
+            "",
         ],
         [
             "`route_dead_letters` per record vs `route_page` per page, one process (speed)",
@@ -742,8 +638,7 @@ def _tables(raw: dict[str, Any]) -> list[Table]:
             f"{f2(single['parse_dead_letter'])} s), `route_page` over the "
             f"{single['pages']} corrected pages {f2(single['route_page'])} s "
             f"({single['batches_per_page']:.1f} batches per page; `parse_page` alone {f2(single['parse_page'])} s). "
-            f"The replay's selection had {replay['facts'].get('replay_input_partitions', '?')} Spark partition(s); "
-            "the re-parse repartitions it over the cores.",
+            "The replay's re-parse repartitions its selection over the cores.",
             "Other sessions' CPU next to the runs compared, in cores: "
             + ", ".join(
                 f"{label} {run['other_cores']:.2f}"
@@ -753,40 +648,33 @@ def _tables(raw: dict[str, Any]) -> list[Table]:
             + " (the fresh-lake ingest ran once).",
         ],
     )
-    rows = []
-    for (lr, (wr, cr)), (li, (wi, ci)) in zip(_pad(r_parts), _pad(i_parts), strict=True):
-        rows.append(
-            [
-                lr,
-                f2(wr) if lr else "",
-                f2(cr) if lr else "",
-                f"{wr / replay['seconds']:.0%}" if lr else "",
-                li,
-                f2(wi) if li else "",
-                f2(ci) if li else "",
-                f"{wi / same['seconds']:.0%}" if li else "",
-            ]
-        )
-    noop_parts = sorted(noop["parts"].items(), key=lambda kv: -kv[1])
+    rows = [
+        [
+            lr,
+            f2(wr) if lr else "",
+            f"{wr / replay['seconds']:.0%}" if lr else "",
+            li,
+            f2(wi) if li else "",
+            f"{wi / same['seconds']:.0%}" if li else "",
+        ]
+        for (lr, wr), (li, wi) in zip(_pad(r_parts), _pad(i_parts), strict=True)
+    ]
     phases = Table(
         title=(
             f"Where the time goes (best runs: replay {f2(replay['seconds'])} s, same-lake ingest "
-            f"{f2(same['seconds'])} s)"
+            f"{f2(same['seconds'])} s), from Delta's table history"
         ),
-        columns=["replay part", "seconds", "CPU s", "share", "ingest part", "seconds", "CPU s", "share"],
+        columns=["replay part", "seconds", "share", "ingest part", "seconds", "share"],
         rows=rows,
         notes=[
-            f"Delta MERGEs by target table, seconds: replay ({len(replay['merges'])}) {_merges_text(replay)}; "
-            f"same-lake ingest ({len(same['merges'])}) {_merges_text(same)}"
+            f"Delta MERGEs by target table, seconds (`executionTimeMs` of each commit): replay "
+            f"({len(replay['merges'])}) {_merges_text(replay)}; same-lake ingest ({len(same['merges'])}) "
+            f"{_merges_text(same)}"
             + (f"; fresh-lake ingest ({len(fresh['merges'])}) {_merges_text(fresh)}" if fresh is not None else "")
             + ".",
-            "Within the Silver MERGEs, the 2 Delta history reads per MERGE (`_version` + `_metrics`) took "
-            f"{f2(replay['parts'].get('history_reads', 0.0))} s (replay) and "
-            f"{f2(same['parts'].get('history_reads', 0.0))} s (ingest). CPU s per part: the process tree's "
-            "CPU sampled at the part's start and end (CPU s / seconds = cores in use).",
-            f"No-op replay ({f2(noop['seconds'])} s): "
-            + ", ".join(f"{k} {f2(v)}" for k, v in noop_parts if v >= 0.005)
-            + f"; {len(noop['merges'])} MERGEs.",
+            f"No-op replay ({f2(noop['seconds'])} s): {len(noop['merges'])} MERGEs, commits "
+            + (", ".join(f"{t} {op}" for t, op in noop["commits"]) or "none")
+            + ".",
         ],
     )
     return [throughput, ratios, phases]
@@ -799,9 +687,9 @@ def _ratio(reference: dict[str, Any], measured: dict[str, Any]) -> list[str]:
     ]
 
 
-def _pad(parts: dict[str, tuple[float, float]]) -> list[tuple[str, tuple[float, float]]]:
+def _pad(parts: dict[str, float]) -> list[tuple[str, float]]:
     items = list(parts.items())
-    return items + [("", (0.0, 0.0))] * (7 - len(items))
+    return items + [("", 0.0)] * (4 - len(items))
 
 
 def _findings(raw: dict[str, Any]) -> list[str]:
@@ -810,8 +698,6 @@ def _findings(raw: dict[str, Any]) -> list[str]:
     replay, noop, same = _best(ms["replay"]), _best(ms["noop"]), _best(ms["ingest_same"])
     fresh = _best(ms["ingest_fresh"]) if ms["ingest_fresh"] else None
     r_parts, i_parts = _parts(replay, True), _parts(same, False)
-    reparse = next(v for k, v in r_parts.items() if k.startswith("re-parse"))
-    parse = next(v for k, v in i_parts.items() if k.startswith("parse:"))
     r_merge = sum(sec for _, sec in replay["merges"])
     i_merge = sum(sec for _, sec in same["merges"])
     single = ms["single_process"]
@@ -838,10 +724,8 @@ def _findings(raw: dict[str, Any]) -> list[str]:
             "winners among its entries, joined with the tombstone log)."
         )
     out.append(
-        f"The replay's re-parse takes {f2(reparse[0])} s ({f2(reparse[1])} CPU s, "
-        f"selection in {replay['facts'].get('replay_input_partitions', '?')} Spark partition(s), repartitioned "
-        "over the cores) against {f2(parse[0])} s "
-        f"({f2(parse[1])} CPU s) for the ingest's parse of the same records from pages. Without Spark, in one "
+        f"Outside Delta MERGEs the replay takes {f2(r_parts[_REST])} s (selection, re-parse, counts) against "
+        f"{f2(i_parts[_REST])} s for the ingest (reading and parsing the pages, counts). Without Spark, in one "
         f"process, `route_dead_letters` needs {f2(single['route_dead_letter'])} s for the {single['records']:,} "
         f"records ({single['batches_per_record']:.1f} Arrow batches per record; the parse alone, "
         f"`parse_dead_letter`, {f2(single['parse_dead_letter'])} s) and `route_page` {f2(single['route_page'])} s "

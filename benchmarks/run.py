@@ -5,7 +5,9 @@
     .venv/bin/python -m benchmarks.run --quick          # tiny sizes, smoke test only: docs untouched
 
 A benchmark is a module with `NAME`, `TITLE` and `run(quick: bool = False) -> BenchResult`
-(see benchmarks/_common.py); add it to BENCHMARKS below, one line.
+(see benchmarks/_common.py); add it to BENCHMARKS below, one line. A section of docs/benchmarks.md
+whose name is not a benchmark here (e.g. `xml_reader_study`, a one-off study whose code is gone) is
+static: every run keeps it as it is, after the benchmarks' sections.
 """
 
 from __future__ import annotations
@@ -34,7 +36,8 @@ OUT = REPO / "benchmarks" / "out"
 _HEADER = """# Benchmarks
 
 Measured with `make bench` (which runs `.venv/bin/python -m benchmarks.run`); this file is rewritten
-by it, one section per benchmark (a run of one benchmark keeps the other sections). Raw results go
+by it, one section per benchmark (a run of one benchmark keeps the other sections; a study run once
+is kept as a static section that names its date and code revision). Raw results go
 to `benchmarks/out/*.json` (not committed). The numbers are from one machine: compare ratios
 measured in the same run rather than absolute figures across machines.
 """

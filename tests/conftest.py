@@ -47,8 +47,18 @@ def site() -> Iterator:
 _SUITE_MARKERS = {"unit", "http", "spark", "airflow"}
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--reverse",
+        action="store_true",
+        help="run the selected tests in reverse order (proves they do not depend on it)",
+    )
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Every test says what it needs (registered markers are also strict: see pyproject.toml)."""
     unmarked = [item.nodeid for item in items if not _SUITE_MARKERS & {m.name for m in item.iter_markers()}]
     if unmarked:
         raise pytest.UsageError(f"tests without one of the markers {sorted(_SUITE_MARKERS)}: {unmarked[:5]}")
+    if config.getoption("--reverse"):
+        items.reverse()

@@ -60,7 +60,7 @@ def test_broken_records_are_the_parsers_dead_letters_and_the_fix_makes_them_vali
         bench.fix_record("<entry/>", next(iter(fixes.values())))
 
 
-def _run(seconds: float, merges: list[tuple[str, float]], summary: dict[str, Any], **parts: float) -> dict[str, Any]:
+def _run(seconds: float, merges: list[tuple[str, float]], summary: dict[str, Any]) -> dict[str, Any]:
     tree = {
         "peak_total_mb": 2900.0,
         "baseline_total_mb": 2800.0,
@@ -75,10 +75,8 @@ def _run(seconds: float, merges: list[tuple[str, float]], summary: dict[str, Any
         "cpu_s": seconds * 1.1,
         "other_cores": 0.1,
         "tree": tree,
-        "parts": dict(parts),
-        "parts_cpu": {k: v * 1.1 for k, v in parts.items()},
-        "merges": [list(m) for m in merges],  # as the child's JSON brings them
-        "facts": {"replay_input_partitions": 1} if "replay_records" in parts else {},
+        "merges": [list(m) for m in merges],  # as the child's JSON brings them (from Delta's history)
+        "commits": [[t, "MERGE"] for t, _ in merges],
         "summary": summary,
     }
 
@@ -91,27 +89,18 @@ def _measures(fresh: bool, n: int = 100) -> dict[str, Any]:
         20.0,
         [(t, 3.0 if i == 8 else 1.0) for i, t in enumerate(silver)] + [("dead_letters", 1.0)],
         replayed,
-        select=1.0,
-        replay_records=16.0,
-        merge_silver=12.0,
-        mark=1.0,
     )
     ingest = _run(
         10.0,
         [(t, 0.7) for t in silver] + [("dead_letters", 0.5), ("reconciliation", 0.5)],
         ingested,
-        pages_to_ingest=0.5,
-        tally=1.0,
-        merge_silver=6.5,
-        insert_only=0.5,
-        record_reconciliation=0.5,
     )
-    noop = _run(0.5, [], {"selected": 0}, select=0.4)
+    noop = _run(0.5, [], {"selected": 0})
     sums = {"entries": [n, 7], "lots": [0, 0], "documents": [n, 9], "results": [n, 11]}
     return {
         "broken": n,
         "silver_before": n,
-        "broken_ingest": _run(60.0, [], ingested, tally=5.0),
+        "broken_ingest": _run(60.0, [], ingested),
         "fix": _run(3.0, [("dead_letters", 2.5)], n),
         "replay": [dict(replay, seconds=30.0), replay],
         "noop": [noop, noop],
@@ -145,7 +134,8 @@ def test_report_renders_the_ratio_against_the_same_lake_ingest(fresh: bool) -> N
     assert throughput.rows[0][:5] == ["**`run_replay`** of the 100 fixed dead letters", "100", "20.00", "5.0", "0.50x"]
     assert len(throughput.rows) == (6 if fresh else 5)
     assert ratios.rows[0][1] == "0.50x" and all(math.isfinite(float(r[1].rstrip("x"))) for r in ratios.rows)
-    reparse = next(r for r in parts.rows if r[0].startswith("re-parse"))
-    assert reparse[1] == "4.00"  # `_replay_records` minus the Silver MERGEs inside it
+    assert parts.rows[0][:2] == ["Silver MERGEs (9)", "11.00"]  # Delta's executionTimeMs of each MERGE
+    rest = next(r for r in parts.rows if r[0] == bench._REST)
+    assert rest[1] == "8.00"  # 20 s minus 12 s of MERGEs
     assert any("second MERGE on `entries`" in f for f in result.findings)  # 3.00 s vs 0.70 s
     assert all(t.markdown() and t.text() for t in result.tables)

@@ -1,5 +1,5 @@
-"""The Silver benchmark measures what it says: its reference and its routing-off variant see the same
-records as the real parser, and its memory sampler sees child processes. (The end-to-end run is
+"""The Silver benchmark measures what it says: its reference sees the same records as the real
+parser, and the shared memory sampler (`_common.ProcessTree`) sees child processes. (The end-to-end run is
 `make bench`: it starts three Spark sessions, minutes that belong in benchmarks, not in the suite.)
 
 Real generated pages (real 643 entries), real lxml and pyarrow; the end-to-end run starts real Spark.
@@ -20,6 +20,7 @@ _REPO = Path(__file__).resolve().parents[2]
 if str(_REPO) not in sys.path:
     sys.path.insert(0, str(_REPO))
 
+from benchmarks._common import ProcessTree, abba
 from benchmarks.pagegen import generate_corpus
 
 from benchmarks import bench_silver as bench
@@ -61,59 +62,14 @@ def test_reference_extracts_the_records_parse_page_reads(corpus) -> None:
 
 
 @pytest.mark.unit
-def test_routing_off_emits_the_same_valid_rows_without_dead_letter_columns(corpus) -> None:
-    import pyarrow as pa
-
-    from placsp_provider.spark.routing import make_router
-
-    ds = get_dataset(bench._DATASET)
-    lake = str(corpus.files[0].parent)
-    paths = [p.as_uri() for p in corpus.files]
-    batch = pa.RecordBatch.from_pydict(
-        {"path": paths, "content": [p.read_bytes() for p in corpus.files]},
-        schema=pa.schema([("path", pa.string()), ("content", pa.binary())]),
-    )
-    on = list(make_router(ds, lake)(iter([batch])))
-    off = list(bench._router_off(ds, lake)(iter([batch])))
-
-    def kinds(batches: list[pa.RecordBatch]) -> Counter[str]:
-        out: Counter[str] = Counter()
-        for b in batches:
-            out.update(b.column("kind").to_pylist())
-        return out
-
-    on_kinds, off_kinds = kinds(on), kinds(off)
-    assert on_kinds.pop("file_stats") == len(paths)
-    assert "dead_letters" not in on_kinds  # a clean corpus
-    assert on_kinds == off_kinds
-    assert all(b.schema == bench._off_schema() for b in off)
-    for b_on, b_off in zip([b for b in on if b.column("kind")[0].as_py() != "file_stats"], off, strict=True):
-        assert b_on.column("source_file").equals(b_off.column("source_file"))
-        kind = b_on.column("kind")[0].as_py()
-        assert b_on.column(kind).equals(b_off.column(kind))  # the same rows, value for value
-    assert "dead_letters" not in bench._off_schema().names
-
-
-@pytest.mark.unit
-def test_helpers() -> None:
-    assert bench._abba(2, "on", "off") == ["on", "off", "off", "on"]
-    assert bench._abba(1, "on", "off") == ["on", "off"]
-    err = Exception(
-        "An error occurred while calling o1.collectToPython.\n: org.apache.spark.SparkException: "
-        "[FAILED_READ_FILE.NO_HINT] Encountered error while reading file x.\n\tat a.b\n"
-        "Caused by: java.io.CharConversionException: Invalid UTF-8 start byte 0xf3\n\tat c.d"
-    )
-    assert bench._error_text(err) == (
-        "FAILED_READ_FILE.NO_HINT; caused by CharConversionException: Invalid UTF-8 start byte 0xf3"
-    )
-    facts = {"written": "261901,77", "expected_value": "261901.77", "element": "cbc:TotalAmount"}
-    assert "read as 26190177" in bench._amount_verdict([1.0, 26190177.0], facts)
-    assert bench._amount_verdict([261901.77], facts).startswith(", 261901,77 read as 261901.77")
+def test_abba_alternates_pairs() -> None:
+    assert abba(2, "on", "off") == ["on", "off", "off", "on"]
+    assert abba(1, "on", "off") == ["on", "off"]
 
 
 @pytest.mark.unit
 def test_tree_sampler_sees_a_child_process() -> None:
-    tree = bench._Tree(interval=0.05)
+    tree = ProcessTree(interval=0.05)
     tree.reset()
     tree.start()
     child = subprocess.Popen(

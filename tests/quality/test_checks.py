@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from placsp_provider.lake import table_path
 from placsp_provider.quality.contract import ContractError, default_contracts_dir
 from placsp_provider.quality.engine import CheckRequest, failure_message, list_offending_rows, run_checks
-from placsp_provider.spark.tables import table_path
 from tests.quality.conftest import DATASETS, RUN_ID
 
 pytestmark = pytest.mark.spark

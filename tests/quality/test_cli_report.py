@@ -59,7 +59,7 @@ def _entries(days: dict[date, int]):
 def lake(tmp_path_factory) -> Path:
     from deltalake import write_deltalake
 
-    from placsp_provider.spark.tables import table_path
+    from placsp_provider.lake import table_path
 
     rng = random.Random(5)
     days = {}
@@ -159,8 +159,8 @@ def test_report_is_one_self_contained_page_with_the_chart_and_the_latest_results
 def test_a_column_dropped_from_the_table_is_schema_drift_and_its_rules_say_why(tmp_path: Path) -> None:
     from deltalake import write_deltalake
 
+    from placsp_provider.lake import table_path
     from placsp_provider.quality.engine import CheckRequest, run_checks
-    from placsp_provider.spark.tables import table_path
 
     lake = tmp_path / "lake"
     rows = _entries({FIRST: 3}).drop_columns(["cpv_codes"])

@@ -51,7 +51,7 @@ def red_run(airflow_db: None, real_lake: Path, tmp_path_factory: pytest.TempPath
 
     from deltalake import DeltaTable, write_deltalake
 
-    from placsp_provider.spark.tables import table_path
+    from placsp_provider.lake import table_path
 
     work = tmp_path_factory.mktemp("quality-dag")
     lake = work / "lake"

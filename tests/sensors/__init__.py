@@ -68,7 +68,8 @@ def write_dead_letters(lake: Path, rows: list[dict[str, Any]]) -> None:
     import pyarrow as pa
     from deltalake import write_deltalake
 
-    from placsp_provider.spark.tables import table_path, table_schema
+    from placsp_provider.lake import table_path
+    from placsp_provider.spark.tables import table_schema
 
     table = pa.Table.from_pylist(rows, schema=table_schema("dead_letters"))
     write_deltalake(str(table_path(lake, "dead_letters")), table, partition_by=["dataset"], mode="append")

@@ -68,8 +68,9 @@ def test_two_writers_on_one_partition_collide_for_real_and_lose_nothing(spark, t
     import threading
     from datetime import UTC, datetime
 
+    from placsp_provider.lake import table_path
     from placsp_provider.spark.silver_merge import insert_only
-    from placsp_provider.spark.tables import ensure_tables, spark_table_schema, table_path
+    from placsp_provider.spark.tables import ensure_tables, spark_table_schema
 
     lake = tmp_path / "lake"
     ensure_tables(spark, lake)

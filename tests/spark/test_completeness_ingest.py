@@ -16,8 +16,8 @@ from placsp_provider.datasets import get_dataset
 from placsp_provider.demo.loopback_site import LoopbackSite
 from placsp_provider.feed.client import ClientConfig, FeedClient
 from placsp_provider.feed.timestamps import isoformat, parse_rfc3339
+from placsp_provider.lake import table_path
 from placsp_provider.spark.silver_job import IngestRequest, run_ingest
-from placsp_provider.spark.tables import table_path
 from tests.hidden_page_site import AGR, archive_records, daily_runs, serve_hidden_page_site
 
 pytestmark = [pytest.mark.spark, pytest.mark.http]

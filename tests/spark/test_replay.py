@@ -1,8 +1,8 @@
 """The dead-letter replay on real Spark local and real Delta tables.
 
-One lake, built once, tells the story an operator lives through: an ingest leaves dead letters of
-every kind; then the replays, each selecting its own dead letters by filter, so the tests read in
-order but do not depend on each other's outcomes except where said.
+An ingest leaves dead letters of every kind (built once, `ingested`); each test replays on its own
+copy of that lake, or of the lake after the whole story an operator lives through (`story`: every
+replay below, in order), so the tests pass alone, in any order, and in reverse.
 
   clean      entries 1, 2                          -> Silver
   unclosed   entries 11, 12 (12 broken), 13       -> dead letter xml_syntax, later fixed by hand
@@ -18,21 +18,25 @@ from __future__ import annotations
 import json
 import logging
 import re
+import shutil
 import threading
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
 from placsp_provider.datasets import get_dataset
+from placsp_provider.lake import table_path
 from placsp_provider.parser import page_split
 from placsp_provider.spark.replay_job import ReplayRequest, run_replay
 from placsp_provider.spark.routing import dead_letter_id
 from placsp_provider.spark.silver_job import IngestRequest, run_ingest
 from placsp_provider.spark.silver_merge import insert_only
-from placsp_provider.spark.tables import spark_table_schema, table_path
+from placsp_provider.spark.tables import spark_table_schema
 from tests.pages import ID_PREFIX, day, entry, page
 from tests.spark.bronze import land
+from tests.spark.conservation import assert_conserved, documented, read_with_lxml
 
 pytestmark = pytest.mark.spark
 
@@ -63,9 +67,28 @@ def letter(spark, lake: Path, dl_id: str):
 
 
 def replay(spark, lake: Path, run_id: str, **filters) -> dict:
+    before = {r.dead_letter_id: r for r in table(spark, lake, "dead_letters").collect()}
     summary = run_replay(spark, ReplayRequest(DS, lake, run_id, **filters))
-    assert summary["conservation"]["balanced"], summary
+    if not filters.get("dry_run"):
+        assert_replay_conserved(spark, lake, run_id, before)
     return summary
+
+
+def assert_replay_conserved(spark, lake: Path, run_id: str, before: dict) -> None:
+    """From the tables, not the summary: no dead letter disappears; each one this run marked replayed
+    has its entry in Silver (a record) or rows of its file in Silver (a whole file); the others keep
+    their raw record."""
+    after = {r.dead_letter_id: r for r in table(spark, lake, "dead_letters").collect()}
+    assert set(before) <= set(after), f"dead letters gone after {run_id}: {set(before) - set(after)}"
+    silver = table(spark, lake, "entries").select("entry_id", "_source_file").collect()
+    for dl_id, row in after.items():
+        if row.replay_run_id != run_id:
+            continue
+        assert row.status == "replayed" and before[dl_id].status in ("quarantined", "fixed"), row
+        if row.record_kind == "file":
+            assert any(s._source_file == row.source_file for s in silver), f"{row.source_file}: nothing in Silver"
+        else:
+            assert row.entry_id in {s.entry_id for s in silver}, f"{row.entry_id} replayed but not in Silver"
 
 
 def entry_ids(spark, lake: Path, *numbers: int) -> set[str]:
@@ -139,23 +162,81 @@ def _old_release_dead_letter(spark, lake: Path) -> str:
     return dl_id
 
 
+@dataclass(frozen=True)
+class Lake:
+    path: Path
+    ids: dict[str, str]  # page stem (or "old") -> its dead letter's id; the same in every copy
+    manifest: Path
+
+    def copy(self, to: Path) -> Lake:
+        shutil.copytree(self.path, to)
+        return Lake(to, self.ids, to / self.manifest.relative_to(self.path))
+
+
 @pytest.fixture(scope="module")
-def lake(spark, tmp_path_factory) -> tuple[Path, dict[str, str], Path]:
+def ingested(spark, tmp_path_factory) -> Lake:
+    """The lake right after the ingest (never written to by a test: each takes a copy)."""
     lake = tmp_path_factory.mktemp("replay") / "lake"
-    manifest = land(lake, DS, _pages())
+    pages = _pages()
+    manifest = land(lake, DS, pages)
     _miscount_manifest(manifest, 3)
-    summary = run_ingest(spark, IngestRequest(get_dataset(DS), lake, "ingest-1"))
-    assert summary["conservation"]["balanced"] and summary["files"]["quarantined"] == 2
+    run_ingest(spark, IngestRequest(get_dataset(DS), lake, "ingest-1"))
+    ids_ = lambda *n: [f"{ID_PREFIX}{i}" for i in n]  # noqa: E731
+    records = [r for name, body in pages.items() if name != "unclosed.atom" for r in read_with_lxml(name, body)]
+    accounted = assert_conserved(spark, lake, DS, "ingest-1", records + documented("unclosed.atom", ids_(11, 12, 13)))
+    assert accounted.in_quarantined_pages == 3  # miscount (2 entries) and commented (1)
     ids = {}
     for r in table(spark, lake, "dead_letters").collect():
         ids[r.source_file.split("/")[-1].split(".")[0]] = r.dead_letter_id
     assert set(ids) == {"unclosed", "na", "miscount", "commented"}, ids
     ids["old"] = _old_release_dead_letter(spark, lake)
-    return lake, ids, manifest
+    return Lake(lake, ids, manifest)
+
+
+@pytest.fixture
+def lake(ingested: Lake, tmp_path: Path) -> Lake:
+    """A copy of the ingested lake, this test's own."""
+    return ingested.copy(tmp_path / "lake")
+
+
+def _recover_old(spark, lake: Lake) -> dict:
+    return replay(spark, lake.path, "replay-old", dead_letter_ids=(lake.ids["old"],))
+
+
+def _fix_by_hand_and_replay(spark, lake: Lake) -> dict:
+    """What the runbook tells a person to do: correct raw_record, set status 'fixed', replay."""
+    from delta.tables import DeltaTable
+
+    fixed = entry(12, day(5, 10)).decode()
+    DeltaTable.forPath(spark, str(table_path(lake.path, "dead_letters"))).update(
+        f"dead_letter_id = '{lake.ids['unclosed']}'", {"raw_record": _sql_literal(fixed), "status": "'fixed'"}
+    )
+    return replay(spark, lake.path, "replay-fixed", stages=("parse",))
+
+
+def _replay_na(spark, lake: Lake, n: int) -> dict:
+    return replay(spark, lake.path, f"replay-na-{n}", dead_letter_ids=(lake.ids["na"],), max_attempts=2)
+
+
+def _reextract_and_replay_files(spark, lake: Lake) -> dict:
+    _miscount_manifest(lake.manifest, 2)  # re-extraction with the counting fix
+    return replay(spark, lake.path, "replay-files", stages=("reconciliation",))
+
+
+@pytest.fixture(scope="module")
+def story(ingested: Lake, spark, tmp_path_factory) -> Lake:
+    """A copy of the ingested lake after every replay of the story, in order (read-only: copy it to write)."""
+    lake = ingested.copy(tmp_path_factory.mktemp("story") / "lake")
+    _recover_old(spark, lake)
+    _fix_by_hand_and_replay(spark, lake)
+    _replay_na(spark, lake, 1)
+    _replay_na(spark, lake, 2)
+    _reextract_and_replay_files(spark, lake)
+    return lake
 
 
 def test_dry_run_reports_what_would_be_recovered_and_writes_nothing(spark, lake) -> None:
-    path, ids, _ = lake
+    path, ids = lake.path, lake.ids
     before, before_versions = snapshot(spark, path), versions(spark, path)
     summary = replay(spark, path, "replay-dry", dry_run=True)
     assert (summary["selected"], summary["recovered"], summary["still_failing"]) == (5, 1, 4)
@@ -174,8 +255,8 @@ def test_dry_run_reports_what_would_be_recovered_and_writes_nothing(spark, lake)
 
 
 def test_replay_recovers_what_todays_code_accepts(spark, lake) -> None:
-    path, ids, _ = lake
-    summary = replay(spark, path, "replay-old", dead_letter_ids=(ids["old"],))
+    path, ids = lake.path, lake.ids
+    summary = _recover_old(spark, lake)
     assert (summary["selected"], summary["recovered"]) == (1, 1)
     assert entry_ids(spark, path, 31) == {"31"}
     (row,) = table(spark, path, "entries").where(f"entry_id = '{ID_PREFIX}31'").collect()
@@ -189,25 +270,20 @@ def test_replay_recovers_what_todays_code_accepts(spark, lake) -> None:
 
 
 def test_hand_fixed_record_is_recovered(spark, lake) -> None:
-    from delta.tables import DeltaTable
-
-    path, ids, _ = lake
+    path, ids = lake.path, lake.ids
     broken = letter(spark, path, ids["unclosed"])
     assert broken.error_type == "xml_syntax" and broken.entry_id == f"{ID_PREFIX}12"
-    # What the runbook tells a person to do: correct raw_record, set status 'fixed'.
-    fixed = entry(12, day(5, 10)).decode()
-    DeltaTable.forPath(spark, str(table_path(path, "dead_letters"))).update(
-        f"dead_letter_id = '{ids['unclosed']}'", {"raw_record": _sql_literal(fixed), "status": "'fixed'"}
-    )
-    summary = replay(spark, path, "replay-fixed", stages=("parse",))
+    summary = _fix_by_hand_and_replay(spark, lake)
     assert (summary["selected"], summary["recovered"]) == (1, 1)
     assert entry_ids(spark, path, 11, 12, 13) == {"11", "12", "13"}
     assert table(spark, path, "results").where(f"entry_id = '{ID_PREFIX}12'").count() == 1
     assert letter(spark, path, ids["unclosed"]).status == "replayed"
 
 
-def test_the_same_replay_twice_lands_nothing_twice(spark, lake) -> None:
-    path, ids, _ = lake
+def test_the_same_replay_twice_lands_nothing_twice(spark, story, tmp_path) -> None:
+    lake = story.copy(tmp_path / "lake")
+    path, ids = lake.path, lake.ids
+    assert {letter(spark, path, ids[k]).status for k in ("old", "unclosed")} == {"replayed"}
     before = snapshot(spark, path)
     again = replay(spark, path, "replay-again", dead_letter_ids=(ids["old"], ids["unclosed"]))
     assert again["selected"] == 0 and again["recovered"] == 0
@@ -216,24 +292,23 @@ def test_the_same_replay_twice_lands_nothing_twice(spark, lake) -> None:
 
 
 def test_still_failing_gains_an_attempt_then_is_abandoned(spark, lake) -> None:
-    path, ids, _ = lake
-    first = replay(spark, path, "replay-na-1", error_types=("invalid_amount",), max_attempts=2)
+    path, ids = lake.path, lake.ids
+    first = _replay_na(spark, lake, 1)
     assert (first["selected"], first["still_failing"], first["abandoned"]) == (1, 1, 0)
     dl = letter(spark, path, ids["na"])
     assert (dl.status, dl.attempts, dl.replay_run_id) == ("quarantined", 1, None)
     assert dl.last_attempt_at is not None and "N/A" in dl.error_message
-    second = replay(spark, path, "replay-na-2", error_types=("invalid_amount",), max_attempts=2)
+    second = _replay_na(spark, lake, 2)
     assert (second["selected"], second["abandoned"]) == (1, 1)
     assert (letter(spark, path, ids["na"]).status, letter(spark, path, ids["na"]).attempts) == ("abandoned", 2)
-    third = replay(spark, path, "replay-na-3", error_types=("invalid_amount",), max_attempts=2)
+    third = _replay_na(spark, lake, 3)
     assert third["selected"] == 0
     assert entry_ids(spark, path, 21, 22) == {"22"}
 
 
 def test_whole_file_dead_letter_replays_by_reprocessing_the_file(spark, lake) -> None:
-    path, ids, manifest = lake
-    _miscount_manifest(manifest, 2)  # re-extraction with the counting fix
-    summary = replay(spark, path, "replay-files", stages=("reconciliation",))
+    path, ids = lake.path, lake.ids
+    summary = _reextract_and_replay_files(spark, lake)
     assert (summary["selected"], summary["recovered"], summary["still_failing"]) == (2, 1, 1)
     assert entry_ids(spark, path, 41, 42, 61) == {"41", "42"}
     miscount = letter(spark, path, ids["miscount"])
@@ -248,8 +323,8 @@ def test_whole_file_dead_letter_replays_by_reprocessing_the_file(spark, lake) ->
     assert recon["miscount"] == "reconciled" and recon["commented"] == "quarantined"
 
 
-def test_every_selected_dead_letter_ends_replayed_quarantined_or_abandoned(spark, lake) -> None:
-    path, ids, _ = lake
+def test_every_selected_dead_letter_ends_replayed_quarantined_or_abandoned(spark, story) -> None:
+    path, ids = story.path, story.ids
     states = {k: (letter(spark, path, v).status, letter(spark, path, v).attempts) for k, v in ids.items()}
     assert states == {
         "old": ("replayed", 1),
@@ -262,11 +337,17 @@ def test_every_selected_dead_letter_ends_replayed_quarantined_or_abandoned(spark
     assert entry_ids(spark, path, 1, 2, 11, 12, 13, 21, 22, 31, 41, 42, 61) == {
         "1", "2", "11", "12", "13", "22", "31", "41", "42"
     }  # fmt: skip
+    live = {
+        r.entry_id or r.source_file for r in table(spark, path, "dead_letters").where("status != 'replayed'").collect()
+    }
+    assert f"{ID_PREFIX}21" in live and letter(spark, path, ids["commented"]).source_file in live
 
 
-def test_a_replay_racing_an_ingest_loses_nothing(spark, lake, caplog) -> None:
-    path, ids, _ = lake
-    land(path, DS, {"late.atom": page([(81, day(6)), (82, day(6)), (12, day(7))])}, "2022-01-06")
+def test_a_replay_racing_an_ingest_loses_nothing(spark, story, tmp_path, caplog) -> None:
+    lake = story.copy(tmp_path / "lake")
+    path, ids = lake.path, lake.ids
+    late = {"late.atom": page([(81, day(6)), (82, day(6)), (12, day(7))])}
+    land(path, DS, late, "2022-01-06")
     results: dict[str, dict] = {}
     errors: list[BaseException] = []
 
@@ -289,7 +370,8 @@ def test_a_replay_racing_an_ingest_loses_nothing(spark, lake, caplog) -> None:
     for t in threads:
         t.join()
     assert not errors, errors
-    assert results["ingest"]["conservation"]["balanced"] and results["replay"]["selected"] == 1
+    assert results["replay"]["selected"] == 1
+    assert_conserved(spark, path, DS, "ingest-late", read_with_lxml("late.atom", late["late.atom"]))
     assert entry_ids(spark, path, 81, 82) == {"81", "82"}
     (twelve,) = table(spark, path, "entries").where(f"entry_id = '{ID_PREFIX}12'").collect()
     assert str(twelve.updated).startswith("2022-01-07")  # the newer version won over the replayed one
