@@ -11,7 +11,12 @@ from typing import TYPE_CHECKING, Any
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import Context
 
-from placsp_provider.operators.spark_submit import SPARK_CONN_DEFAULT, default_application, prepare_spark_submit
+from placsp_provider.operators.spark_submit import (
+    SPARK_CONN_DEFAULT,
+    default_application,
+    prepare_spark_submit,
+    with_spark_task_defaults,
+)
 
 if TYPE_CHECKING:
     from airflow.providers.openlineage.extractors import OperatorLineage
@@ -78,6 +83,7 @@ class DeadLetterReplayOperator(SparkSubmitOperator):
         **kwargs: Any,
     ) -> None:
         kwargs.setdefault("name", f"placsp-replay-{dataset}")
+        with_spark_task_defaults(kwargs, lake)
         super().__init__(
             application=application or default_application("dead_letter_replay.py", "replay_job.py"),
             conn_id=conn_id,

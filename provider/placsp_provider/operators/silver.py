@@ -16,6 +16,7 @@ from placsp_provider.operators.spark_submit import (
     default_application,
     local_master_unless_configured,
     prepare_spark_submit,
+    with_spark_task_defaults,
 )
 
 if TYPE_CHECKING:
@@ -56,6 +57,7 @@ class PlacspSilverOperator(SparkSubmitOperator):
         **kwargs: Any,
     ) -> None:
         kwargs.setdefault("name", f"placsp-silver-{dataset}")
+        with_spark_task_defaults(kwargs, lake)
         super().__init__(
             application=application or default_application("silver_ingest.py", "silver_job.py"),
             conn_id=conn_id,
