@@ -44,7 +44,7 @@ def site() -> Iterator:
         yield server
 
 
-_SUITE_MARKERS = {"unit", "http", "spark", "airflow"}
+_SUITE_MARKERS = {"unit", "http", "spark", "airflow", "system"}
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
