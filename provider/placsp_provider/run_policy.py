@@ -15,7 +15,8 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from airflow.sdk import (
+# airflow.sdk exports these lazily; mypy does not see the three deadline names there.
+from airflow.sdk import (  # type: ignore[attr-defined]
     AsyncCallback,
     DeadlineAlert,
     DeadlineReference,
@@ -29,7 +30,7 @@ from placsp_provider.errors import ConfigError
 from placsp_provider.notifications import LOGGER, LogNotifier
 
 # Raised before any network or Spark work, on input that will be the same on the next try.
-NOT_RETRIED = [
+NOT_RETRIED: list[type[BaseException] | str] = [
     ConfigError,
     "airflow.sdk.exceptions.ParamValidationError",
 ]

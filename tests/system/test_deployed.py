@@ -195,12 +195,12 @@ def fix_dead_letters_by_hand(lake: Path, dataset: str) -> list[str]:
     from placsp_provider.datasets import get_dataset
     from placsp_provider.spark.page_parser import parse_dead_letter
 
-    namespaces: dict[str, str] = {}
+    namespaces: dict[str | None, str] = {}
     for page in lake.glob("bronze/*/pages/**/*"):
         if page.is_file():
             try:
                 for _, element in etree.iterparse(str(page), events=("start",)):
-                    namespaces.update({k: v for k, v in element.nsmap.items() if k})
+                    namespaces.update(element.nsmap)
                     break
             except etree.XMLSyntaxError:
                 continue
@@ -211,6 +211,8 @@ def fix_dead_letters_by_hand(lake: Path, dataset: str) -> list[str]:
         raw = row["raw_record"]
         used = set(re.findall(r"<\/?([A-Za-z][\w.-]*):", raw)) - set(re.findall(r"xmlns:([\w.-]+)=", raw))
         declarations = "".join(f' xmlns:{p}="{namespaces[p]}"' for p in sorted(used) if p in namespaces)
+        if not re.match(r"\s*<[\w.-]+[^>]*\sxmlns=", raw) and None in namespaces:  # the feed's Atom namespace
+            declarations = f' xmlns="{namespaces[None]}"' + declarations
         start_tag = re.match(r"\s*<[\w:.-]+", raw)
         assert start_tag is not None, raw[:200]
         fixed = raw[: start_tag.end()] + declarations + raw[start_tag.end() :]
@@ -229,6 +231,20 @@ def dead_letter_statuses(lake: Path, dataset: str) -> dict[str, str]:
 
     rows = DeltaTable(str(lake / "dead_letters")).to_pyarrow_table(columns=["dataset", "dead_letter_id", "status"])
     return {r["dead_letter_id"]: r["status"] for r in rows.to_pylist() if r["dataset"] == dataset}
+
+
+def silver_entry_ids(lake: Path, dataset: str) -> set[str]:
+    from deltalake import DeltaTable
+
+    rows = DeltaTable(str(lake / "silver" / "entries")).to_pyarrow_table(columns=["dataset", "entry_id"]).to_pylist()
+    return {r["entry_id"] for r in rows if r["dataset"] == dataset}
+
+
+def dead_letter_entry_ids(lake: Path, dataset: str) -> set[str]:
+    from deltalake import DeltaTable
+
+    rows = DeltaTable(str(lake / "dead_letters")).to_pyarrow_table(columns=["dataset", "entry_id"]).to_pylist()
+    return {r["entry_id"] for r in rows if r["dataset"] == dataset and r["entry_id"]}
 
 
 def wait_for_state(api, dag_id: str, run_id: str, task_id: str, states: set[str], timeout: float) -> str:
@@ -250,6 +266,9 @@ def test_replay_from_the_form_with_approval_in_the_browser(daily, api, stack, ou
     lake = stack.paths.lake
     fixed = fix_dead_letters_by_hand(lake, "licitaciones")
     assert len(fixed) == 3
+    entry_ids_before = silver_entry_ids(lake, "licitaciones")
+    recovered_entries = dead_letter_entry_ids(lake, "licitaciones")
+    assert len(entry_ids_before) == 2 and recovered_entries and not recovered_entries & entry_ids_before
     shots = out / "screenshots"
     user, password = COMPOSE_VARIABLES["AIRFLOW_ADMIN_USER"], COMPOSE_VARIABLES["AIRFLOW_ADMIN_PASSWORD"]
     with airflow_page(stack.api, user, password, shots) as page:
@@ -291,10 +310,9 @@ def test_replay_from_the_form_with_approval_in_the_browser(daily, api, stack, ou
     assert api.task_states(REPLAY, run_id) == {"dry_run": "success", "approve": "success", "replay": "success"}
     assert api.xcom(REPLAY, run_id, "dry_run")["recovered"] == 3
     assert dead_letter_statuses(lake, "licitaciones") == dict.fromkeys(fixed, "replayed")
-    from deltalake import DeltaTable
 
-    entries = DeltaTable(str(lake / "silver" / "entries")).to_pyarrow_table(columns=["dataset"]).column("dataset")
-    assert entries.to_pylist().count("licitaciones") == 5  # all the day's entries, counted by extraction
+    # Every entry of the day is now in Silver: the two that parsed, and the one the fix recovered.
+    assert silver_entry_ids(lake, "licitaciones") == entry_ids_before | recovered_entries
     names = [a["name"] for a in stack.spark_master_state().get("completedapps", [])]
     assert names.count("placsp-dead-letter-replay") == 2  # the dry run and the replay, on the cluster
     timings["replay with approval"] = time.monotonic() - start
