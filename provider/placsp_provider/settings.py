@@ -51,6 +51,7 @@ def dead_letter_severity() -> str:
 DAILY_DEADLINE_MINUTES_ENV = "PLACSP_DAILY_DEADLINE_MINUTES"
 SPARK_POOL_ENV = "PLACSP_SPARK_POOL"
 LINEAGE_UI_URL_ENV = "PLACSP_LINEAGE_UI_URL"
+SPARK_UI_URL_ENV = "PLACSP_SPARK_UI_URL"
 RUNBOOK_URL_ENV = "PLACSP_RUNBOOK_URL"
 
 
@@ -75,6 +76,11 @@ def spark_pool() -> str | None:
 def lineage_ui_url() -> str | None:
     """Base URL of a Marquez web UI (e.g. `http://localhost:3000`): the Spark tasks link to their job there."""
     return os.environ.get(LINEAGE_UI_URL_ENV) or None
+
+
+def spark_ui_url() -> str | None:
+    """The Spark master's web UI (e.g. `http://localhost:8090`): the Spark tasks link to it."""
+    return os.environ.get(SPARK_UI_URL_ENV) or None
 
 
 def runbook_url() -> str | None:

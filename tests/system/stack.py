@@ -163,7 +163,13 @@ class Stack:
         self._start_postgres()
         self.timings["postgres"] = time.monotonic() - t
 
-        variables = {"PLACSP_BASE_URL": self.site.base_url, **deployment.COMPOSE_VARIABLES, **self.variables}
+        variables = {
+            "PLACSP_BASE_URL": self.site.base_url,
+            # The UIs the task pages link to, on the ports they listen on here.
+            "SPARK_MASTER_UI_PORT": str(self.ports.spark_master_ui),
+            **deployment.COMPOSE_VARIABLES,
+            **self.variables,
+        }
         stack = deployment.load_stack(variables)
         base_env = _base_env()
         t = time.monotonic()

@@ -99,6 +99,14 @@ def test_failing_gate_shows_the_bounded_message_once_and_alerts(daily, api) -> N
     assert "failed: dag placsp_daily, task dead_letters_licitaciones" in log
 
 
+def test_task_pages_link_to_the_spark_ui_and_the_lineage_ui(daily, api, stack) -> None:
+    links = api.get(f"/dags/{DAILY}/dagRuns/{RUN_ID}/taskInstances/silver_licitaciones/links")["extra_links"]
+    assert links["Spark UI"] == f"http://localhost:{stack.ports.spark_master_ui}"
+    assert links["Lineage (Marquez)"] == "http://localhost:3000/lineage/job/placsp/placsp_daily.silver_licitaciones"
+    gate = api.get(f"/dags/{DAILY}/dagRuns/{RUN_ID}/taskInstances/dead_letters_licitaciones/links")["extra_links"]
+    assert gate == {"Runbook": None}  # shown disabled: PLACSP_RUNBOOK_URL is empty by default
+
+
 def manifests(lake: Path, run_id: str = RUN_ID) -> dict[str, dict[str, Any]]:
     found = {}
     for path in lake.glob("bronze/*/manifests/*.json"):

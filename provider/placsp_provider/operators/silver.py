@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import Context
 
+from placsp_provider.operators.links import LineageJobLink, SparkUILink
 from placsp_provider.operators.spark_submit import (
     SPARK_CONN_DEFAULT,
     default_application,
@@ -45,6 +46,7 @@ class PlacspSilverOperator(SparkSubmitOperator):
 
     template_fields: Sequence[str] = (*SparkSubmitOperator.template_fields, "dataset", "lake", "manifest")
     ui_color = "#d7ecf7"
+    operator_extra_links = (SparkUILink(), LineageJobLink())
 
     def __init__(
         self,
