@@ -172,3 +172,28 @@ def test_approval_body_is_the_dry_runs_summary() -> None:
     assert lines[4:6] == ["| invalid_amount | 10 | 9 | 1 | 0 |", "| xml_syntax | 2 | 0 | 1 | 1 |"]
     assert "Reject ends the run" in lines[-1]
     assert "no summary" in approval_body(None)
+
+
+def test_extra_links_follow_the_settings(monkeypatch: pytest.MonkeyPatch) -> None:
+    from types import SimpleNamespace
+
+    daily = load_dag("placsp_daily", for_dag_test=False)
+    silver, gate = daily.get_task("silver_agregadas"), daily.get_task("dead_letters_agregadas")
+    key = SimpleNamespace(dag_id="placsp_daily", task_id="silver_agregadas")
+
+    def links(task) -> dict[str, str]:
+        return {link.name: link.get_link(task, ti_key=key) for link in task.operator_extra_links}
+
+    for name in ("PLACSP_SPARK_UI_URL", "PLACSP_LINEAGE_UI_URL", "PLACSP_RUNBOOK_URL"):
+        monkeypatch.delenv(name, raising=False)
+    assert links(silver) == {"Spark UI": "", "Lineage (Marquez)": ""}  # unset: shown disabled
+    assert links(gate) == {"Runbook": ""}
+    monkeypatch.setenv("PLACSP_SPARK_UI_URL", "http://spark:8090")
+    monkeypatch.setenv("PLACSP_LINEAGE_UI_URL", "http://marquez:3000/")
+    monkeypatch.setenv("AIRFLOW__OPENLINEAGE__NAMESPACE", "placsp")
+    monkeypatch.setenv("PLACSP_RUNBOOK_URL", "https://example.org/docs/runbook.md#replay")
+    assert links(silver) == {
+        "Spark UI": "http://spark:8090",
+        "Lineage (Marquez)": "http://marquez:3000/lineage/job/placsp/placsp_daily.silver_agregadas",
+    }
+    assert links(gate) == {"Runbook": "https://example.org/docs/runbook.md#alerting"}
