@@ -154,6 +154,8 @@ class Stack:
         self.paths = LocalPaths(home=self.tmp / "airflow", lake=self.tmp / "lake", spark_work=self.tmp / "spark-work")
         for folder in (self.paths.home, self.paths.lake, self.paths.spark_work / "logs"):
             folder.mkdir(parents=True)
+        # Runs after every process has stopped, before the temp folder goes: task logs are artifacts.
+        self._exit.callback(self._keep_task_logs)
 
         t = time.monotonic()
         self.site = LoopbackSite(demo_routes())
@@ -211,10 +213,10 @@ class Stack:
             shutil.chown(self.tmp, run_as)
             shutil.chown(data, run_as)
             shutil.chown(pwfile, run_as)
-        log = self.logs / "postgres.log"
-        log.touch()
-        if run_as:
-            shutil.chown(log, run_as)
+        # The server's own log lives in the temp folder (the checkout may not be readable by the
+        # `postgres` user) and is copied next to the other logs when the cluster stops.
+        log = self.tmp / "postgres.log"
+        self._exit.callback(lambda: log.is_file() and shutil.copyfile(log, self.logs / "postgres.log"))
         self._run(
             "initdb",
             [
@@ -283,6 +285,13 @@ class Stack:
         )
         self._procs[service.name] = proc
         self._exit.callback(_stop, proc)
+
+    def _keep_task_logs(self) -> None:
+        for source, target in ((self.paths.home / "logs", "airflow-tasks"), (self.paths.spark_work, "spark-work")):
+            if source.is_dir():
+                shutil.copytree(
+                    source, self.logs / target, dirs_exist_ok=True, ignore=shutil.ignore_patterns("*.jar", "*.zip")
+                )
 
     def log_text(self, name: str) -> str:
         path = self.logs / f"{name}.log"

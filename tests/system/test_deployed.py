@@ -69,6 +69,12 @@ def daily(stack, api, timings) -> dict[str, Any]:
 
     state = api.wait_run(DAILY, RUN_ID, timeout=1200, on_poll=watch, interval=0.5)
     timings["daily run"] = time.monotonic() - start
+    # While ours ran, max_active_runs=1 kept the scheduler from creating the next run; it would
+    # create it now. Paused, the DAG gets no new run, and one created meanwhile never starts.
+    api.request("PATCH", f"/dags/{DAILY}", json={"is_paused": True})
+    for _ in range(10):
+        watch()
+        time.sleep(1)
     return {"state": state, "seen": seen, "tasks": api.task_states(DAILY, RUN_ID)}
 
 
