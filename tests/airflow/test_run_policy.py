@@ -53,6 +53,7 @@ def test_daily_dag_has_a_configurable_deadline_alert_through_the_notifier(monkey
 
     from placsp_provider.run_policy import daily_deadline_alert
 
+    monkeypatch.delenv("PLACSP_DAILY_DEADLINE_MINUTES")  # tests/conftest.py turns it off for dag.test()
     (alert,) = load_dag("placsp_daily", for_dag_test=False).deadline
     assert alert.reference == DeadlineReference.DAGRUN_QUEUED_AT
     assert alert.interval == timedelta(hours=6)
