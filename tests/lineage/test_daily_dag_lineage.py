@@ -182,7 +182,8 @@ def replay(daily: DailyRun, tmp_path_factory: pytest.TempPathFactory) -> DagTest
             "placsp_dead_letter_replay",
             datetime(2025, 8, 20, tzinfo=UTC),
             files,
-            conf={"dataset": "licitaciones", "max_attempts": 1},
+            # skip_approval: dag.test() has no one to approve (tests/system approves in a browser).
+            conf={"dataset": "licitaciones", "max_attempts": 1, "skip_approval": True},
         )
 
 
