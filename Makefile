@@ -12,7 +12,7 @@ JARS := .cache/spark-jars/.fetched
 LIVE ?=
 DATE ?=
 
-.PHONY: demo test test-fast bench lint install jars clean
+.PHONY: demo test test-fast system-test system-deps bench lint install jars clean
 
 $(PY):
 	@$(PYTHON) -c 'import sys; assert sys.version_info[:2] == (3, 11), f"Python 3.11 needed, found {sys.version}"'
@@ -35,11 +35,30 @@ jars: $(JARS)
 demo: $(INSTALLED) $(JARS)
 	$(PY) -m placsp_provider.demo.run $(if $(LIVE),--live) $(if $(DATE),--date $(DATE))
 
-test: lint $(INSTALLED) $(JARS)
+# CI = `make test`: every test, the system test included (tests/system, marker `system`).
+test: lint $(INSTALLED) $(JARS) system-deps
 	$(PY) -m pytest
 
+# The deployed shape (PostgreSQL, Airflow's services, Spark standalone, Chromium): tests/system.
+system-test: lint $(INSTALLED) $(JARS) system-deps
+	$(PY) -m pytest -m system tests/system
+
+# Debian packages the system test runs: PostgreSQL (initdb/pg_ctl) and Chromium (driven by
+# Playwright with executable_path; Playwright's own browser download is never used). Installed
+# only when missing; `apt-get update` once before installing.
+SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
+system-deps:
+	@missing=""; \
+	ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing="$$missing postgresql"; \
+	command -v chromium >/dev/null 2>&1 || missing="$$missing chromium"; \
+	if [ -n "$$missing" ]; then \
+		echo "installing Debian packages:$$missing"; \
+		$(SUDO) apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; \
+	fi
+
 test-fast: $(INSTALLED)
-	$(PY) -m pytest -m "(unit or http) and not spark and not airflow"
+	$(PY) -m pytest -m "(unit or http) and not spark and not airflow and not system"
 
 bench: $(INSTALLED) $(JARS)
 	$(PY) -m benchmarks.run
@@ -50,4 +69,4 @@ lint: $(INSTALLED)
 	$(VENV)/bin/mypy
 
 clean:
-	rm -rf .demo benchmarks/out
+	rm -rf .demo benchmarks/out .system-test

@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 
 from airflow.sdk import DAG, Param, task
 
+from placsp_provider import run_policy
 from placsp_provider.datasets import DATASETS
 from placsp_provider.operators.extract import PlacspExtractOperator
 from placsp_provider.operators.silver import PlacspSilverOperator
@@ -23,6 +24,8 @@ with DAG(
     start_date=datetime(2012, 1, 1, tzinfo=UTC),
     catchup=False,
     max_active_runs=1,
+    # Failures fire LogNotifier; a form that cannot work is not retried (run_policy.py).
+    default_args=run_policy.default_args(),
     tags=["placsp"],
     doc_md=__doc__,
     params={

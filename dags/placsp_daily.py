@@ -15,9 +15,8 @@ from datetime import UTC, datetime, timedelta
 
 from airflow.sdk import DAG, CronDataIntervalTimetable
 
-from placsp_provider import settings
+from placsp_provider import run_policy, settings
 from placsp_provider.datasets import live_datasets
-from placsp_provider.notifications import LogNotifier
 from placsp_provider.operators.extract import PlacspExtractOperator
 from placsp_provider.operators.quality import DataContractCheckOperator
 from placsp_provider.operators.silver import PlacspSilverOperator
@@ -35,12 +34,15 @@ with DAG(
     # Runs land into the same Bronze folders and, later, MERGE into the same Delta tables:
     # one at a time keeps commits simple and the manifests in order.
     max_active_runs=1,
-    default_args={
-        "retries": 3,
-        "retry_delay": timedelta(minutes=10),
-        "retry_exponential_backoff": True,
-        "max_retry_delay": timedelta(hours=1),
-    },
+    # Every failure fires LogNotifier; configuration errors are not retried (run_policy.py).
+    default_args=run_policy.default_args(
+        retries=3,
+        retry_delay=timedelta(minutes=10),
+        retry_exponential_backoff=True,
+        max_retry_delay=timedelta(hours=1),
+    ),
+    # A run not finished PLACSP_DAILY_DEADLINE_MINUTES (default 6 h) after it was queued alerts.
+    deadline=run_policy.daily_deadline_alert(),
     tags=["placsp"],
     doc_md=__doc__,
 ) as dag:
@@ -52,7 +54,7 @@ with DAG(
             manifest=f"{{{{ ti.xcom_pull(task_ids='extract_{ds.key}')['manifest'] }}}}",
         )
         # The gate: too many dead letters in this run turns the run red (severity "error") and
-        # fires the notifiers; "warn" logs the same message and lets the run go on.
+        # fires the notifiers (default_args); "warn" logs the same message and lets the run go on.
         gate = DeadLetterThresholdSensor(
             task_id=f"dead_letters_{ds.key}",
             dataset=ds.key,
@@ -61,12 +63,10 @@ with DAG(
             severity=settings.dead_letter_severity(),
             poke_interval=30,
             timeout=timedelta(minutes=30),
-            on_failure_callback=[LogNotifier()],
         )
         extract >> silver >> gate
         # Data contracts (include/contracts) on this run's rows and the whole tables, and the day's
         # volume against its Prophet forecast: an `error` rule turns the run red (docs/data-quality.md).
-        quality = DataContractCheckOperator(
-            task_id=f"quality_{ds.key}", dataset=ds.key, on_failure_callback=[LogNotifier()]
-        )
+        # Its failure fires the notifier like every task (default_args).
+        quality = DataContractCheckOperator(task_id=f"quality_{ds.key}", dataset=ds.key)
         silver >> quality

@@ -19,8 +19,8 @@ from datetime import UTC, datetime, timedelta
 
 from airflow.sdk import DAG, CronTriggerTimetable
 
+from placsp_provider import run_policy
 from placsp_provider.datasets import live_datasets
-from placsp_provider.notifications import LogNotifier
 from placsp_provider.sensors.dead_letters import DeadLetterThresholdSensor
 
 # Dead letters still quarantined, per dataset, above which the monitor fails.
@@ -33,10 +33,7 @@ with DAG(
     start_date=datetime(2025, 1, 1, tzinfo=UTC),
     catchup=False,
     max_active_runs=1,
-    default_args={
-        "retries": 0,  # an alert, not a job: the next hour looks again
-        "on_failure_callback": [LogNotifier()],
-    },
+    default_args=run_policy.default_args(retries=0),  # an alert, not a job: the next hour looks again
     tags=["placsp", "data-quality"],
     doc_md=__doc__,
 ) as dag:

@@ -4,7 +4,11 @@ Trigger it by hand (Trigger DAG, the form below). It selects the dataset's dead 
 `quarantined` or `fixed` that match the filters, re-parses them with the ingest's own code, MERGEs
 what passes into Silver (newest wins, never twice) and records on every selected dead letter what
 became of it: `replayed`, one more attempt with its new error, or `abandoned` past max_attempts.
-Start with a dry run: it reports what would be recovered and writes nothing.
+
+Every run starts with a dry run (`dry_run`: what would be recovered, nothing written); then the
+`approve` step waits for a person to read that summary and *Approve* (the `replay` task writes) or
+*Reject* (the run ends, nothing written) in the UI. Form flags: `dry_run` stops after the report;
+`skip_approval` approves at once (automation).
 How to fix a record by hand and other recipes: docs/runbook.md.
 """
 
@@ -14,7 +18,9 @@ from datetime import UTC, datetime
 
 from airflow.sdk import DAG, Param
 
+from placsp_provider import run_policy
 from placsp_provider.datasets import DATASETS
+from placsp_provider.operators.approval import ReplayApprovalOperator
 from placsp_provider.operators.quality import DataContractCheckOperator
 from placsp_provider.operators.replay import DeadLetterReplayOperator
 
@@ -29,6 +35,8 @@ with DAG(
     max_active_runs=1,
     # The form's lists, numbers and booleans reach the operator as such, not as their text.
     render_template_as_native_obj=True,
+    # Failures fire LogNotifier; a form that cannot work is not retried (run_policy.py).
+    default_args=run_policy.default_args(),
     tags=["placsp", "dead-letters"],
     doc_md=__doc__,
     params={
@@ -41,14 +49,14 @@ with DAG(
         ),
         "stages": Param(
             [],
-            type="array",
+            type=["array", "null"],
             items={"type": "string", "enum": ["parse", "validation", "reconciliation"]},
             uniqueItems=True,
             description="Only these stages; empty: all",
         ),
         "error_types": Param(
             [],
-            type="array",
+            type=["array", "null"],
             items={"type": "string", "pattern": r"^[a-z_]+$"},
             description="Only these error types, one per line (e.g. invalid_amount); empty: all",
         ),
@@ -60,7 +68,7 @@ with DAG(
         ),
         "dead_letter_ids": Param(
             [],
-            type="array",
+            type=["array", "null"],
             items={"type": "string", "pattern": r"^[0-9a-f]{64}$"},
             description="Only these dead_letter_id values, one per line; empty: all that match",
         ),
@@ -72,20 +80,31 @@ with DAG(
             3, type="integer", minimum=1, maximum=100, description="Still failing at this many attempts: abandoned"
         ),
         "dry_run": Param(False, type="boolean", description="Report what would be recovered; write nothing"),
+        "skip_approval": Param(
+            False, type="boolean", description="Replay right after the dry run, without waiting for approval"
+        ),
     },
 ) as dag:
-    replay = DeadLetterReplayOperator(
-        task_id="replay",
-        dataset="{{ params.dataset }}",
-        stages="{{ params.stages }}",
-        error_types="{{ params.error_types }}",
-        since="{{ params.since }}",
-        until="{{ params.until }}",
-        dead_letter_ids="{{ params.dead_letter_ids }}",
-        max_records="{{ params.max_records }}",
-        max_attempts="{{ params.max_attempts }}",
+    filters = {
+        "dataset": "{{ params.dataset }}",
+        "stages": "{{ params.stages }}",
+        "error_types": "{{ params.error_types }}",
+        "since": "{{ params.since }}",
+        "until": "{{ params.until }}",
+        "dead_letter_ids": "{{ params.dead_letter_ids }}",
+        "max_records": "{{ params.max_records }}",
+        "max_attempts": "{{ params.max_attempts }}",
+    }
+    # Writes nothing, so it declares no outlets.
+    dry_run = DeadLetterReplayOperator(task_id="dry_run", dry_run_only=True, outlets=[], **filters)
+    approve = ReplayApprovalOperator(
+        task_id="approve",
+        dry_run_task_id="dry_run",
         dry_run_only="{{ params.dry_run }}",
+        skip_approval="{{ params.skip_approval }}",
     )
+    replay = DeadLetterReplayOperator(task_id="replay", **filters)
     # The replayed rows (this run's) and the whole tables against the data contracts; no volume check:
     # a replay does not ingest a day.
-    replay >> DataContractCheckOperator(task_id="quality", dataset="{{ params.dataset }}", volume=False)
+    quality = DataContractCheckOperator(task_id="quality", dataset="{{ params.dataset }}", volume=False)
+    dry_run >> approve >> replay >> quality

@@ -65,8 +65,15 @@ def get_provider_info() -> dict[str, Any]:
                     "placsp_provider.operators.silver",
                     "placsp_provider.operators.completeness",
                     "placsp_provider.operators.quality",
+                    "placsp_provider.operators.replay",
+                    "placsp_provider.operators.approval",
                 ],
             }
+        ],
+        "extra-links": [
+            "placsp_provider.operators.links.SparkUILink",
+            "placsp_provider.operators.links.LineageJobLink",
+            "placsp_provider.operators.links.RunbookLink",
         ],
         "sensors": [{"integration-name": "PLACSP", "python-modules": ["placsp_provider.sensors.dead_letters"]}],
         "triggers": [{"integration-name": "PLACSP", "python-modules": ["placsp_provider.triggers.dead_letters"]}],

@@ -5,6 +5,9 @@ threshold message is already bounded; anything else is clipped to `max_chars`). 
 connection, so the DAGs can use it everywhere; a log-based alert rule, or one of the notifiers below
 next to it, turns it into a page.
 
+The same notifier is the `placsp_daily` Deadline Alert's callback (`run_policy.daily_deadline_alert`):
+run by the triggerer, it logs one `deadline missed: ...` line naming the DAG run.
+
 Route failures elsewhere by adding notifiers to the same callback list:
 
 - **Email**: `SmtpNotifier` from apache-airflow-providers-smtp (installed with Airflow itself), with
@@ -46,8 +49,9 @@ class LogNotifier(BaseNotifier):
     :param max_chars: longest exception message logged; longer ones end in `…`.
     """
 
-    def __init__(self, *, logger_name: str = LOGGER, max_chars: int = 4000) -> None:
-        super().__init__()
+    def __init__(self, *, logger_name: str = LOGGER, max_chars: int = 4000, context: Any = None) -> None:
+        # `context`: a Deadline Alert's AsyncCallback builds the notifier with it, then awaits it.
+        super().__init__(context)
         self.logger_name = logger_name
         self.max_chars = max_chars
 
@@ -58,6 +62,8 @@ class LogNotifier(BaseNotifier):
         self.notify(context)
 
     def describe(self, context: Any) -> str:
+        if "deadline" in context:
+            return self._describe_deadline(context)
         ti = context.get("ti") or context.get("task_instance")
         dag = context.get("dag")
         dag_id = getattr(dag, "dag_id", None) or getattr(ti, "dag_id", None) or "?"
@@ -70,3 +76,13 @@ class LogNotifier(BaseNotifier):
             text = text[: self.max_chars - 1] + "…"
         attempt = f", try {try_number}" if try_number else ""
         return f"failed: dag {dag_id}, task {task_id}, run {run_id}{attempt}: {text}"
+
+    def _describe_deadline(self, context: Any) -> str:
+        """A missed Deadline Alert: the triggerer passes the DAG run (as the REST API shows it) and the deadline."""
+        run = context.get("dag_run") or {}
+        deadline = context.get("deadline") or {}
+        return (
+            f"deadline missed: dag {run.get('dag_id', '?')}, run {run.get('dag_run_id') or run.get('run_id', '?')} "
+            f"(state {run.get('state', '?')}, queued at {run.get('queued_at', '?')}) was not finished by "
+            f"{deadline.get('deadline_time', '?')}"
+        )

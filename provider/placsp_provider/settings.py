@@ -53,3 +53,44 @@ def dead_letter_max_ratio() -> float:
 def dead_letter_severity() -> str:
     """`error` (the run turns red) or `warn` (a warning, the run goes on). Read when the DAG is parsed."""
     return os.environ.get(DEAD_LETTER_SEVERITY_ENV, "error")
+
+
+DAILY_DEADLINE_MINUTES_ENV = "PLACSP_DAILY_DEADLINE_MINUTES"
+SPARK_POOL_ENV = "PLACSP_SPARK_POOL"
+LINEAGE_UI_URL_ENV = "PLACSP_LINEAGE_UI_URL"
+SPARK_UI_URL_ENV = "PLACSP_SPARK_UI_URL"
+RUNBOOK_URL_ENV = "PLACSP_RUNBOOK_URL"
+
+
+def daily_deadline() -> timedelta | None:
+    """How long after it is queued a `placsp_daily` run may take before its Deadline Alert fires
+    (default 6 hours; `0` turns the alert off). Read when the DAG file is parsed."""
+    minutes = float(os.environ.get(DAILY_DEADLINE_MINUTES_ENV, "360"))
+    if minutes < 0:
+        raise ValueError(f"{DAILY_DEADLINE_MINUTES_ENV} must be 0 (off) or a number of minutes, not {minutes}")
+    return timedelta(minutes=minutes) if minutes else None
+
+
+def spark_pool() -> str | None:
+    """The Airflow pool of the Spark tasks (e.g. `placsp_spark`), or None for the default pool.
+
+    Opt-in on purpose: Airflow never schedules a task whose pool does not exist, so naming a pool
+    by default would stall every deployment that has not created it (docs/runbook.md, Pools).
+    """
+    return os.environ.get(SPARK_POOL_ENV) or None
+
+
+def lineage_ui_url() -> str | None:
+    """Base URL of a Marquez web UI (e.g. `http://localhost:3000`): the Spark tasks link to their job there."""
+    return os.environ.get(LINEAGE_UI_URL_ENV) or None
+
+
+def spark_ui_url() -> str | None:
+    """The Spark master's web UI (e.g. `http://localhost:8090`): the Spark tasks link to it."""
+    return os.environ.get(SPARK_UI_URL_ENV) or None
+
+
+def runbook_url() -> str | None:
+    """Where docs/runbook.md is published (e.g. the repository's file on its forge): the gate links to
+    its section for the failing error type. Unset: the link is not shown."""
+    return os.environ.get(RUNBOOK_URL_ENV) or None

@@ -26,9 +26,13 @@ def test_every_dag_file_imports_without_errors(airflow_db: None) -> None:
 
     bag = DagBag(dag_folder=str(REPO / "dags"))
     assert bag.import_errors == {}
-    assert {"placsp_daily", "placsp_backfill", "placsp_dead_letter_monitor", "placsp_dead_letter_replay"} <= set(
-        bag.dag_ids
-    )
+    assert {
+        "placsp_daily",
+        "placsp_backfill",
+        "placsp_dead_letter_monitor",
+        "placsp_dead_letter_replay",
+        "placsp_silver_entries_export",
+    } <= set(bag.dag_ids)
 
 
 @pytest.mark.parametrize("dag_file", DAG_FILES, ids=lambda p: p.name)
@@ -131,9 +135,15 @@ def test_daily_dag_runs_end_to_end_then_the_replay_dag(airflow_db: None, placsp_
 
     # The operator then triggers the replay DAG from its form: the 3 dead letters are still broken
     # (the page declares no such prefix), so with max_attempts 1 each is abandoned, none lands.
+    # skip_approval: dag.test() has no one to click Approve (tests/system does it in a browser).
     replay = load_dag("placsp_dead_letter_replay").test(
         logical_date=datetime(2025, 8, 20, tzinfo=UTC),
-        run_conf={"dataset": "licitaciones", "error_types": ["unbound_prefix"], "max_attempts": 1},
+        run_conf={
+            "dataset": "licitaciones",
+            "error_types": ["unbound_prefix"],
+            "max_attempts": 1,
+            "skip_approval": True,
+        },
     )
     assert str(replay.state).endswith("success")
     from placsp_provider.lake import replay_summary_path
@@ -143,6 +153,10 @@ def test_daily_dag_runs_end_to_end_then_the_replay_dag(airflow_db: None, placsp_
     assert replayed["filters"]["error_types"] == ["unbound_prefix"] and replayed["max_attempts"] == 1
     assert count_dead_letters(lake, dataset="licitaciones", status="abandoned").total == 3
     assert xcom(replay, "replay")["abandoned"] == 3
+    # The dry run before it selected the same 3 and wrote nothing (they were still quarantined then).
+    dry = xcom(replay, "dry_run")
+    assert (dry["dry_run"], dry["selected"], dry["recovered"]) == (True, 3, 0)
+    assert xcom(replay, "approve")["chosen_options"] == ["Approve"]
 
 
 def xcom(run, task_id: str):

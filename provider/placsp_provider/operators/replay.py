@@ -12,7 +12,13 @@ from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOpe
 from airflow.sdk import Context
 
 from placsp_provider.lake import resolve_lake
-from placsp_provider.operators.spark_submit import SPARK_CONN_DEFAULT, default_application, prepare_spark_submit
+from placsp_provider.operators.links import LineageJobLink, SparkUILink
+from placsp_provider.operators.spark_submit import (
+    SPARK_CONN_DEFAULT,
+    default_application,
+    prepare_spark_submit,
+    with_spark_task_defaults,
+)
 from placsp_provider.settings import REPLAY_MAX_ATTEMPTS, REPLAY_MAX_RECORDS
 
 if TYPE_CHECKING:
@@ -61,6 +67,7 @@ class DeadLetterReplayOperator(SparkSubmitOperator):
         "dry_run_only",
     )
     ui_color = "#f7d7d7"
+    operator_extra_links = (SparkUILink(), LineageJobLink())
 
     def __init__(
         self,
@@ -80,6 +87,7 @@ class DeadLetterReplayOperator(SparkSubmitOperator):
         **kwargs: Any,
     ) -> None:
         kwargs.setdefault("name", f"placsp-replay-{dataset}")
+        with_spark_task_defaults(kwargs, lake)
         super().__init__(
             application=application or default_application("dead_letter_replay.py", "replay_job.py"),
             conn_id=conn_id,

@@ -11,11 +11,13 @@ from typing import TYPE_CHECKING, Any
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import Context
 
+from placsp_provider.operators.links import LineageJobLink, SparkUILink
 from placsp_provider.operators.spark_submit import (
     SPARK_CONN_DEFAULT,
     default_application,
     local_master_unless_configured,
     prepare_spark_submit,
+    with_spark_task_defaults,
 )
 
 if TYPE_CHECKING:
@@ -44,6 +46,7 @@ class PlacspSilverOperator(SparkSubmitOperator):
 
     template_fields: Sequence[str] = (*SparkSubmitOperator.template_fields, "dataset", "lake", "manifest")
     ui_color = "#d7ecf7"
+    operator_extra_links = (SparkUILink(), LineageJobLink())
 
     def __init__(
         self,
@@ -56,6 +59,7 @@ class PlacspSilverOperator(SparkSubmitOperator):
         **kwargs: Any,
     ) -> None:
         kwargs.setdefault("name", f"placsp-silver-{dataset}")
+        with_spark_task_defaults(kwargs, lake)
         super().__init__(
             application=application or default_application("silver_ingest.py", "silver_job.py"),
             conn_id=conn_id,

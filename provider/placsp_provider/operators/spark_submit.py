@@ -26,6 +26,18 @@ def default_application(script: str, job_module: str) -> str:
     return str(checkout if checkout.is_file() else package / "spark" / job_module)
 
 
+def with_spark_task_defaults(kwargs: dict[str, Any], lake: str | None) -> None:
+    """What both Spark operators declare unless told otherwise: the lake tables they write as outlets
+    (Assets named like their OpenLineage datasets, assets.py) and the Spark pool when one is set
+    (`PLACSP_SPARK_POOL`: one spark-submit at a time on a small cluster)."""
+    from placsp_provider.assets import ingest_outlets, static_lake
+    from placsp_provider.run_policy import spark_pool_args
+
+    kwargs.setdefault("outlets", ingest_outlets(static_lake(lake)))
+    for key, value in spark_pool_args().items():
+        kwargs.setdefault(key, value)
+
+
 def prepare_spark_submit(operator: Any, workdir: Path, context: Any, *, app_name: str) -> None:
     """Set conf, jars, env and py-files on a SparkSubmitOperator just before `execute` submits.
 

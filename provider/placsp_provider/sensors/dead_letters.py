@@ -13,6 +13,7 @@ from airflow.sdk.exceptions import AirflowFailException, AirflowSensorTimeout
 from placsp_provider.dead_letters.stats import validate_thresholds
 from placsp_provider.errors import PlacspError
 from placsp_provider.lake import resolve_lake
+from placsp_provider.operators.links import RunbookLink
 
 if TYPE_CHECKING:
     from airflow.providers.openlineage.extractors import OperatorLineage
@@ -64,6 +65,7 @@ class DeadLetterThresholdSensor(BaseSensorOperator):
 
     template_fields: Sequence[str] = ("dataset", "lake", "stages", "error_types")
     ui_color = "#f3d9d4"
+    operator_extra_links = (RunbookLink(),)
 
     def __init__(
         self,

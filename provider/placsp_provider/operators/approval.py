@@ -1,0 +1,81 @@
+"""ReplayApprovalOperator: a person approves a replay after reading what its dry run found."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from airflow.providers.standard.operators.hitl import ApprovalOperator
+from airflow.sdk import Context
+
+
+class ReplayApprovalOperator(ApprovalOperator):
+    """Airflow's `ApprovalOperator` (human in the loop), its body the dry run's summary.
+
+    The task waits for *Approve* or *Reject* in the UI (the task's page, or *Required Actions*),
+    showing what the dry run selected, would recover and would leave failing, by error type.
+    *Approve* lets the downstream replay run; *Reject* skips it and the run ends green, nothing
+    written. Two form flags decide without a person:
+
+    - `dry_run_only` true: the user asked for the report only; the replay is skipped.
+    - `skip_approval` true: automation; approved at once (the summary is logged all the same).
+
+    :param dry_run_task_id: the task whose XCom is the dry-run summary (`DeadLetterReplayOperator`).
+    :param dry_run_only: templated boolean: stop after the dry run.
+    :param skip_approval: templated boolean: approve without asking.
+    """
+
+    template_fields: Sequence[str] = (*ApprovalOperator.template_fields, "dry_run_only", "skip_approval")
+    ui_color = "#fff2cc"
+
+    def __init__(
+        self,
+        *,
+        dry_run_task_id: str,
+        dry_run_only: bool | str = False,
+        skip_approval: bool | str = False,
+        **kwargs: Any,
+    ) -> None:
+        kwargs.setdefault("subject", "Replay these dead letters into Silver?")
+        super().__init__(**kwargs)
+        self.dry_run_task_id = dry_run_task_id
+        self.dry_run_only = dry_run_only
+        self.skip_approval = skip_approval
+
+    def execute(self, context: Context) -> Any:
+        from placsp_provider.operators.replay import _boolean
+
+        summary = context["ti"].xcom_pull(task_ids=self.dry_run_task_id)
+        self.body = approval_body(summary)
+        self.log.info("dry run:\n%s", self.body)
+        if _boolean(self.dry_run_only):
+            self.log.info("dry run only (form field dry_run): the replay is skipped, nothing is written")
+            self.skip(ti=context["ti"], tasks=list(context["task"].get_direct_relatives(upstream=False)))
+            return None
+        if _boolean(self.skip_approval):
+            self.log.info("approval skipped (form field skip_approval): the replay runs")
+            return {"chosen_options": [self.APPROVE], "params_input": {}, "responded_by_user": None}
+        return super().execute(context)
+
+
+def approval_body(summary: dict[str, Any] | None) -> str:
+    """The dry run as Markdown: totals, then one row per error type."""
+    if not summary:
+        return "The dry run returned no summary: check its log before approving."
+    lines = [
+        f"Dataset **{summary['dataset']}**, dry run `{summary['run_id']}`: "
+        f"**{summary['selected']}** dead letters selected, **{summary['recovered']}** would be recovered, "
+        f"**{summary['still_failing']}** still failing, **{summary['abandoned']}** would be abandoned.",
+        "",
+        "| error type | selected | would recover | still failing | abandoned |",
+        "|---|---|---|---|---|",
+    ]
+    for error_type, c in sorted(summary.get("by_error_type", {}).items()):
+        lines.append(
+            f"| {error_type} | {c.get('selected', 0)} | {c.get('recovered', 0)} | "
+            f"{c.get('still_failing', 0)} | {c.get('abandoned', 0)} |"
+        )
+    if summary.get("files_reprocessed"):
+        lines += ["", f"Bronze files to reprocess: {len(summary['files_reprocessed'])}"]
+    lines += ["", "Approve to write these outcomes; Reject ends the run and writes nothing."]
+    return "\n".join(lines)
