@@ -21,6 +21,10 @@ class PageTooLargeError(FeedError):
     """A page or archive exceeded the configured size limit; it was not landed."""
 
 
+class PageGoneError(FeedError):
+    """The site answered 404 Not Found: the page or archive is not (or no longer) published."""
+
+
 class UntrustedUrlError(FeedError):
     """A URL (a link in a page, a redirect) that is not on the configured site: refused, never fetched."""
 

@@ -364,3 +364,20 @@ def test_the_cli_prints_one_line_for_a_refused_link(tmp_path, site) -> None:
     assert last.startswith("placsp extract: error: dataset agregadas: ")
     assert "ftp://127.0.0.1/next.atom is refused: scheme 'ftp' is never fetched" in last
     assert "Traceback" not in done.stderr
+
+
+def test_a_gone_page_after_an_older_one_ends_the_walk_and_says_so(lake, site) -> None:
+    site.routes[HEAD] = page([(1, day(5, 20))], next_href="older.atom")
+    site.routes[FOLDER + "older.atom"] = page([(2, day(3))], next_href="rotated-away.atom")  # not served: 404
+    manifest = _extract(site, lake)
+    assert [p.entries for p in manifest.pages] == [1]
+    assert manifest.complete and manifest.stop_reason.startswith(
+        "a page entirely older than the window, then the next page is gone (dataset agregadas: "
+    )
+    assert "rotated-away.atom: answered HTTP 404 Not Found" in manifest.stop_reason
+
+
+def test_a_gone_page_inside_the_window_still_fails(lake, site) -> None:
+    site.routes[HEAD] = page([(1, day(5, 20))], next_href="rotated-away.atom")
+    with pytest.raises(FeedError, match=r"rotated-away\.atom: answered HTTP 404 Not Found"):
+        _extract(site, lake)

@@ -30,7 +30,7 @@ from placsp_provider import settings
 from placsp_provider.bronze.landing import land_atomically, write_text_atomically
 from placsp_provider.bronze.manifest import LandedPage, Manifest
 from placsp_provider.datasets import Dataset
-from placsp_provider.errors import ConfigError, FeedError, PageTooLargeError, PlacspError
+from placsp_provider.errors import ConfigError, FeedError, PageGoneError, PageTooLargeError, PlacspError
 from placsp_provider.feed.client import Download, FeedClient, redact
 from placsp_provider.feed.page_scan import PageScan, scan_page
 from placsp_provider.feed.timestamps import isoformat
@@ -165,7 +165,18 @@ class _Run:
                 self._drop(held)
                 return oldest_seen or req.end
             seen.add(url)
-            download, scan = self._fetch_page(url)
+            try:
+                download, scan = self._fetch_page(url)
+            except PageGoneError as err:
+                if not held:
+                    raise
+                # The walk is already past the window (the last page was entirely older): the page
+                # after it is gone upstream (rotated). Nothing of the window can be there in order;
+                # the month's completeness check would still catch it. Said, never silent.
+                self._drop(held)
+                self.manifest.stop_reason = f"a page entirely older than the window, then the next page is gone ({err})"
+                log.warning("dataset %s: %s", ds.key, self.manifest.stop_reason)
+                return None
             self.manifest.pages_visited += 1
             if scan.well_formed and not scan.is_feed:
                 download.path.unlink(missing_ok=True)

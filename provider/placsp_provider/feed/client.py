@@ -29,7 +29,7 @@ import requests
 
 from placsp_provider import __version__
 from placsp_provider.datasets import LIVE_BASE_URL
-from placsp_provider.errors import ConfigError, FeedError, PageTooLargeError, UntrustedUrlError
+from placsp_provider.errors import ConfigError, FeedError, PageGoneError, PageTooLargeError, UntrustedUrlError
 from placsp_provider.feed.url_policy import UrlPolicy
 
 log = logging.getLogger(__name__)
@@ -388,7 +388,8 @@ class FeedClient:
                 if status == 404
                 else ""
             )
-            raise FeedError(self.dataset, redact(current), f"answered {reason}{hint}")
+            error = PageGoneError if status == 404 else FeedError
+            raise error(self.dataset, redact(current), f"answered {reason}{hint}")
         raise FeedError(self.dataset, redact(url), f"more than {self.config.max_redirects} redirects")
 
     def _refuse_html(self, url: str, dest: Path, ctype: str) -> None:
