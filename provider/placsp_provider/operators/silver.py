@@ -73,6 +73,11 @@ class PlacspSilverOperator(SparkSubmitOperator):
         ds = get_dataset(self.dataset)
         lake = resolve_lake(self.lake)
         run_id = context["run_id"]
+        if str(self.manifest).strip() == "None":
+            # An upstream task returned no manifest (e.g. a completeness check that recovered nothing).
+            self.log.info("dataset %s: no manifest given by the upstream task; nothing to ingest", ds.key)
+            self._summary = _nothing_to_do(ds.key, run_id, lake)
+            return self._summary
         if self.manifest and not _manifest_pages(Path(self.manifest)):
             # Nothing landed for this interval: no reason to start a JVM.
             self.log.info("dataset %s: the manifest %s lists no pages; nothing to ingest", ds.key, self.manifest)
