@@ -14,8 +14,8 @@ from airflow.sdk import Context
 from placsp_provider.operators.spark_submit import (
     SPARK_CONN_DEFAULT,
     default_application,
-    local_master_unless_configured,
     prepare_spark_submit,
+    spark_connection_or_local,
 )
 
 if TYPE_CHECKING:
@@ -61,6 +61,7 @@ class PlacspSilverOperator(SparkSubmitOperator):
             conn_id=conn_id,
             **kwargs,
         )
+        self.spark_conn_id = conn_id
         self.dataset = dataset
         self.lake = lake
         self.manifest = manifest
@@ -90,7 +91,8 @@ class PlacspSilverOperator(SparkSubmitOperator):
         with tempfile.TemporaryDirectory(prefix="placsp-pyfiles-") as tmp:
             prepare_spark_submit(self, Path(tmp), context, app_name=f"placsp_silver_{ds.key}")
             self.log.info("dataset %s: Silver ingest of %s on Spark (run %s)", ds.key, lake, run_id)
-            super().execute(context)
+            with spark_connection_or_local(self.spark_conn_id, self.log):
+                super().execute(context)
         summary = json.loads(run_summary_path(lake, ds.key, run_id).read_text())
         self.log.info("dataset %s: Silver run summary:\n%s", ds.key, json.dumps(summary, indent=2, sort_keys=True))
         self._summary = summary
@@ -111,9 +113,6 @@ class PlacspSilverOperator(SparkSubmitOperator):
         from placsp_provider.lineage import silver
 
         return silver.on_failure(self, getattr(task_instance, "run_id", None))
-
-    def _get_hook(self) -> Any:
-        return local_master_unless_configured(super()._get_hook(), self._conn_id)
 
 
 def _manifest_pages(path: Path) -> int:
