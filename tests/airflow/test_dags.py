@@ -38,31 +38,38 @@ def test_every_dag_file_imports_without_errors(airflow_db: None) -> None:
 @pytest.mark.parametrize("dag_file", DAG_FILES, ids=lambda p: p.name)
 def test_dag_file_parses_fast_and_imports_nothing_heavy(dag_file: Path) -> None:
     # A fresh interpreter that has imported what Airflow's DAG processor itself imports before it
-    # parses a file; only the DAG file's own cost is timed, in CPU seconds of this process (wall time
-    # would measure whatever else the machine runs). (`requests` is not on the list: the apache-spark
-    # provider's operator module imports it.)
+    # parses a file, then the apache-spark provider's operator module our operators subclass (it pulls
+    # in requests and the OpenLineage listener, 0.7-0.9 CPU s that are not ours and that the processor
+    # pays once for every file: the OpenLineage plugin is loaded there anyway). Only the DAG file's own
+    # cost is asserted, in CPU seconds of this process (wall time would measure whatever else the
+    # machine runs); the reference is printed so a slow machine shows as slow, not as our regression.
     code = f"""
 import time, sys, runpy
 import airflow.sdk, airflow.dag_processing.processor
+t = time.process_time()
+import airflow.providers.apache.spark.operators.spark_submit
+reference = time.process_time() - t
 before = set(sys.modules)
 t = time.process_time()
 runpy.run_path({str(dag_file)!r})
 elapsed = time.process_time() - t
 new = {{m.split(".")[0] for m in set(sys.modules) - before}}
 heavy = sorted(new & {{"pyspark", "delta", "deltalake", "pyarrow", "pandas", "lxml"}})
-print(elapsed, "heavy=" + ",".join(heavy))
+print(elapsed, reference, "heavy=" + ",".join(heavy))
 """
     # The best of three fresh interpreters: CPU seconds still grow when other processes fight over
-    # the cores (caches, frequency); the best run is the file's own cost (0.3-0.5 s on a quiet machine).
-    timings = []
+    # the cores (caches, frequency). On a quiet 2-core machine the files cost 0.02-0.15 s against a
+    # 0.8 s reference; the budget leaves room for a CI machine two to three times slower.
+    timings, references = [], []
     for _ in range(3):
         out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-        elapsed, heavy = out.stdout.strip().splitlines()[-1].split(" ")
+        elapsed, reference, heavy = out.stdout.strip().splitlines()[-1].split(" ")
         assert heavy == "heavy=", f"{dag_file.name} imports {heavy} at module level"
         timings.append(float(elapsed))
-        if timings[-1] < 1.0:
+        references.append(float(reference))
+        if timings[-1] < 0.5:
             break
-    assert min(timings) < 1.0, timings
+    assert min(timings) < 0.5, f"own CPU s {timings}, reference (spark provider operator import) {references}"
 
 
 def test_daily_dag_has_one_extraction_per_live_dataset() -> None:

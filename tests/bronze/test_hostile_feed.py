@@ -381,3 +381,15 @@ def test_a_gone_page_inside_the_window_still_fails(lake, site) -> None:
     site.routes[HEAD] = page([(1, day(5, 20))], next_href="rotated-away.atom")
     with pytest.raises(FeedError, match=r"rotated-away\.atom: answered HTTP 404 Not Found"):
         _extract(site, lake)
+
+
+def test_a_failed_rerun_keeps_what_the_earlier_run_listed(lake, site, elsewhere) -> None:
+    site.routes[HEAD] = page([(1, day(5, 20))])
+    first = _extract(site, lake)
+    assert first.complete and len(first.pages) == 1
+    site.routes[HEAD] = page([(1, day(5, 21))], next_href=elsewhere.url("/p2.atom"))  # a new head, then an attack
+    with pytest.raises(UntrustedUrlError):
+        _extract(site, lake)
+    again = Manifest.load(manifest_path(lake, "agregadas", START, START + timedelta(days=1)))
+    assert not again.complete and {p.file for p in first.pages} < {p.file for p in again.pages}
+    assert len(again.pages) == 2

@@ -712,14 +712,19 @@ def test_parse_record_refuses_page_dead_letters() -> None:
 # speed (generous bound: the target is well under 0.3 s; this only catches pathological regressions)
 
 
-def test_a_3_mb_page_parses_in_well_under_a_second() -> None:
+def test_a_3_mb_page_costs_a_small_multiple_of_lxml_building_its_tree() -> None:
+    # A guard against an accidental quadratic walk, not a benchmark (benchmarks/ measures speed): the
+    # reference is lxml building the same page's tree in this process, so a slow machine moves both.
+    # Measured 6-9x on a quiet 2-core machine (the parser reads every entry's fields); best of three, CPU s.
     with zipfile.ZipFile(SAMPLES / "1044_agregadas" / "PlataformasAgregadasSinMenores_202201_05-06.zip") as zf:
         data = zf.read("PlataformasAgregadasSinMenores_20220105_030012.atom")
-    best = min(_timed(lambda: parse_page(data, dataset=AGREGADAS, source_file="p")) for _ in range(3))
-    assert best < 1.0
+    hardened = etree.XMLParser(resolve_entities=False, no_network=True, huge_tree=True)
+    reference = min(_cpu_seconds(lambda: etree.fromstring(data, hardened)) for _ in range(3))
+    best = min(_cpu_seconds(lambda: parse_page(data, dataset=AGREGADAS, source_file="p")) for _ in range(3))
+    assert best < 25 * reference, (best, reference)
 
 
-def _timed(action: Callable[[], object]) -> float:
-    start = time.perf_counter()
+def _cpu_seconds(action: Callable[[], object]) -> float:
+    start = time.process_time()
     action()
-    return time.perf_counter() - start
+    return time.process_time() - start

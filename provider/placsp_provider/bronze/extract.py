@@ -110,6 +110,7 @@ def extract_interval(client: FeedClient, request: ExtractRequest, progress: Prog
         manifest.complete = False
         manifest.stop_reason = f"interrupted: {err}"[:500]
         manifest.extracted_at = isoformat(datetime.now(UTC))
+        _keep_listed(manifest, path)
         write_text_atomically(path, manifest.to_json())
         if isinstance(err, PlacspError | KeyboardInterrupt | SystemExit):
             raise
@@ -128,6 +129,18 @@ def extract_interval(client: FeedClient, request: ExtractRequest, progress: Prog
         path,
     )
     return manifest
+
+
+def _keep_listed(manifest: Manifest, path: Path) -> None:
+    """A failed rerun must not unlist what an earlier run of the interval listed: keep those pages."""
+    if not path.is_file():
+        return
+    try:
+        earlier = Manifest.load(path)
+    except (OSError, ValueError, TypeError):
+        return  # unreadable: the partial manifest of this run is still better than none
+    listed = {p.file for p in manifest.pages}
+    manifest.pages.extend(p for p in earlier.pages if p.file not in listed)
 
 
 class _Run:

@@ -18,6 +18,7 @@ from placsp_provider.operators.spark_submit import (
     default_application,
     prepare_spark_submit,
     with_spark_task_defaults,
+    spark_connection_or_local,
 )
 from placsp_provider.settings import REPLAY_MAX_ATTEMPTS, REPLAY_MAX_RECORDS
 
@@ -93,6 +94,7 @@ class DeadLetterReplayOperator(SparkSubmitOperator):
             conn_id=conn_id,
             **kwargs,
         )
+        self.spark_conn_id = conn_id
         self.dataset = dataset
         self.lake = lake
         self.stages = stages
@@ -139,7 +141,8 @@ class DeadLetterReplayOperator(SparkSubmitOperator):
                 ", dry run" if request.dry_run else "",
                 json.dumps(request.filters()),
             )
-            super().execute(context)
+            with spark_connection_or_local(self.spark_conn_id, self.log):
+                super().execute(context)
             summary: dict[str, Any] = json.loads(summary_file.read_text())
         self.log.info("%s", describe(summary))
         self.log.info("replay summary:\n%s", json.dumps(summary, indent=2, sort_keys=True))
@@ -179,11 +182,6 @@ class DeadLetterReplayOperator(SparkSubmitOperator):
             by_stage=summary.get("by_stage") or {},
             by_error_type={t: c["selected"] for t, c in summary["by_error_type"].items()},
         )
-
-    def _get_hook(self) -> Any:
-        from placsp_provider.operators.spark_submit import local_master_unless_configured
-
-        return local_master_unless_configured(super()._get_hook(), self._conn_id)
 
 
 def _strings(value: Sequence[str] | str | None) -> tuple[str, ...]:

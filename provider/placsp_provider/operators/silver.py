@@ -15,9 +15,9 @@ from placsp_provider.operators.links import LineageJobLink, SparkUILink
 from placsp_provider.operators.spark_submit import (
     SPARK_CONN_DEFAULT,
     default_application,
-    local_master_unless_configured,
     prepare_spark_submit,
     with_spark_task_defaults,
+    spark_connection_or_local,
 )
 
 if TYPE_CHECKING:
@@ -65,6 +65,7 @@ class PlacspSilverOperator(SparkSubmitOperator):
             conn_id=conn_id,
             **kwargs,
         )
+        self.spark_conn_id = conn_id
         self.dataset = dataset
         self.lake = lake
         self.manifest = manifest
@@ -77,6 +78,11 @@ class PlacspSilverOperator(SparkSubmitOperator):
         ds = get_dataset(self.dataset)
         lake = resolve_lake(self.lake)
         run_id = context["run_id"]
+        if str(self.manifest).strip() == "None":
+            # An upstream task returned no manifest (e.g. a completeness check that recovered nothing).
+            self.log.info("dataset %s: no manifest given by the upstream task; nothing to ingest", ds.key)
+            self._summary = _nothing_to_do(ds.key, run_id, lake)
+            return self._summary
         if self.manifest and not _manifest_pages(Path(self.manifest)):
             # Nothing landed for this interval: no reason to start a JVM.
             self.log.info("dataset %s: the manifest %s lists no pages; nothing to ingest", ds.key, self.manifest)
@@ -89,7 +95,8 @@ class PlacspSilverOperator(SparkSubmitOperator):
         with tempfile.TemporaryDirectory(prefix="placsp-pyfiles-") as tmp:
             prepare_spark_submit(self, Path(tmp), context, app_name=f"placsp_silver_{ds.key}")
             self.log.info("dataset %s: Silver ingest of %s on Spark (run %s)", ds.key, lake, run_id)
-            super().execute(context)
+            with spark_connection_or_local(self.spark_conn_id, self.log):
+                super().execute(context)
         summary = json.loads(run_summary_path(lake, ds.key, run_id).read_text())
         self.log.info("dataset %s: Silver run summary:\n%s", ds.key, json.dumps(summary, indent=2, sort_keys=True))
         self._summary = summary
@@ -110,9 +117,6 @@ class PlacspSilverOperator(SparkSubmitOperator):
         from placsp_provider.lineage import silver
 
         return silver.on_failure(self, getattr(task_instance, "run_id", None))
-
-    def _get_hook(self) -> Any:
-        return local_master_unless_configured(super()._get_hook(), self._conn_id)
 
 
 def _manifest_pages(path: Path) -> int:

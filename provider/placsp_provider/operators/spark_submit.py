@@ -7,13 +7,17 @@ keeps secrets out of the logged spark-submit command.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 SPARK_CONN_DEFAULT = "spark_default"
+LOCAL_MASTER = "local[*]"
 
 
 def default_application(script: str, job_module: str) -> str:
@@ -58,21 +62,41 @@ def prepare_spark_submit(operator: Any, workdir: Path, context: Any, *, app_name
     operator.py_files = package_zip(workdir)
 
 
-def local_master_unless_configured(hook: Any, conn_id: str) -> Any:
-    """`local[*]` with the pip-installed Spark when the Spark connection does not exist."""
-    if not connection_exists(conn_id):
-        hook._connection["master"] = "local[*]"
-    return hook
+@contextmanager
+def spark_connection_or_local(conn_id: str, log: Any) -> Iterator[None]:
+    """Submit on the Spark connection `conn_id`; when it does not exist, on `local[*]` (the pip-installed Spark).
 
-
-def connection_exists(conn_id: str) -> bool:
+    Only an absent connection falls back: any other lookup error (an unreachable secrets backend, a
+    denied read) fails the task with its own message rather than running the job on the worker. The
+    fallback is an ordinary Airflow connection (`conn_type` spark, host `local[*]`) defined through its
+    environment variable for the duration of the submit, so the Spark provider builds `--master local[*]`
+    through its public connection handling.
+    """
     from airflow.sdk import BaseHook
+    from airflow.sdk.exceptions import AirflowNotFoundException
 
     try:
         BaseHook.get_connection(conn_id)
-    except Exception:  # AirflowNotFoundException moved between versions; any lookup failure means no
-        return False
-    return True
+    except AirflowNotFoundException:
+        pass
+    else:
+        yield
+        return
+    log.info(
+        "No Airflow connection %r: Spark runs with master local[*] on this worker; define the connection "
+        "(e.g. spark://spark-master:7077) to submit to a cluster",
+        conn_id,
+    )
+    variable = f"AIRFLOW_CONN_{conn_id.upper()}"
+    before = os.environ.get(variable)
+    os.environ[variable] = json.dumps({"conn_type": "spark", "host": LOCAL_MASTER})
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(variable, None)
+        else:
+            os.environ[variable] = before
 
 
 def package_zip(folder: Path) -> str:
