@@ -20,9 +20,11 @@ from airflow.sdk import DAG, Param
 
 from placsp_provider import run_policy
 from placsp_provider.datasets import DATASETS
+from placsp_provider.dead_letters.lifecycle import STAGES
 from placsp_provider.operators.approval import ReplayApprovalOperator
 from placsp_provider.operators.quality import DataContractCheckOperator
 from placsp_provider.operators.replay import DeadLetterReplayOperator
+from placsp_provider.settings import REPLAY_MAX_ATTEMPTS, REPLAY_MAX_RECORDS, REPLAY_MAX_RECORDS_LIMIT
 
 with DAG(
     dag_id="placsp_dead_letter_replay",
@@ -50,7 +52,7 @@ with DAG(
         "stages": Param(
             [],
             type=["array", "null"],
-            items={"type": "string", "enum": ["parse", "validation", "reconciliation"]},
+            items={"type": "string", "enum": list(STAGES)},
             uniqueItems=True,
             description="Only these stages; empty: all",
         ),
@@ -74,10 +76,18 @@ with DAG(
         ),
         # Outcomes are gathered on the Spark driver: a larger backlog is replayed in several runs.
         "max_records": Param(
-            10_000, type="integer", minimum=1, maximum=100_000, description="At most this many, oldest first"
+            REPLAY_MAX_RECORDS,
+            type="integer",
+            minimum=1,
+            maximum=REPLAY_MAX_RECORDS_LIMIT,
+            description="At most this many, oldest first",
         ),
         "max_attempts": Param(
-            3, type="integer", minimum=1, maximum=100, description="Still failing at this many attempts: abandoned"
+            REPLAY_MAX_ATTEMPTS,
+            type="integer",
+            minimum=1,
+            maximum=100,
+            description="Still failing at this many attempts: abandoned",
         ),
         "dry_run": Param(False, type="boolean", description="Report what would be recovered; write nothing"),
         "skip_approval": Param(

@@ -76,6 +76,7 @@ def get_provider_info() -> dict[str, Any]:
             "placsp_provider.operators.links.RunbookLink",
         ],
         "sensors": [{"integration-name": "PLACSP", "python-modules": ["placsp_provider.sensors.dead_letters"]}],
+        "notifications": ["placsp_provider.notifications.LogNotifier"],
         "triggers": [{"integration-name": "PLACSP", "python-modules": ["placsp_provider.triggers.dead_letters"]}],
         "connection-types": [
             {
