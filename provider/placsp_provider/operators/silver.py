@@ -16,8 +16,8 @@ from placsp_provider.operators.spark_submit import (
     SPARK_CONN_DEFAULT,
     default_application,
     prepare_spark_submit,
-    with_spark_task_defaults,
     spark_connection_or_local,
+    with_spark_task_defaults,
 )
 
 if TYPE_CHECKING:
