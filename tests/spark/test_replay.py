@@ -34,9 +34,9 @@ from placsp_provider.spark.routing import dead_letter_id
 from placsp_provider.spark.silver_job import IngestRequest, run_ingest
 from placsp_provider.spark.silver_merge import insert_only
 from placsp_provider.spark.tables import spark_table_schema
+from tests.conservation import assert_conserved, documented, read_with_lxml
 from tests.pages import ID_PREFIX, day, entry, page
 from tests.spark.bronze import land
-from tests.spark.conservation import assert_conserved, documented, read_with_lxml
 
 pytestmark = pytest.mark.spark
 

@@ -17,9 +17,9 @@ from placsp_provider.datasets import get_dataset
 from placsp_provider.lake import table_path
 from placsp_provider.spark.silver_job import IngestRequest, run_ingest
 from tests.conftest import SAMPLES
+from tests.conservation import Accounted, Record, assert_conserved, documented, read_with_lxml
 from tests.pages import ID_PREFIX, day, page
 from tests.spark.bronze import land
-from tests.spark.conservation import Accounted, Record, assert_conserved, documented, read_with_lxml
 
 pytestmark = pytest.mark.spark
 
