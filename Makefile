@@ -37,7 +37,7 @@ demo: $(INSTALLED) $(JARS)
 
 # CI = `make test`: every test, the system test included (tests/system, marker `system`).
 test: lint $(INSTALLED) $(JARS) system-deps
-	$(PY) -m pytest
+	$(PY) -m pytest --durations=25
 
 # The deployed shape (PostgreSQL, Airflow's services, Spark standalone, Chromium): tests/system.
 system-test: lint $(INSTALLED) $(JARS) system-deps
