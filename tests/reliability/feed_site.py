@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from datetime import UTC, datetime
 from pathlib import Path
 
 from placsp_provider.datasets import DATASETS
@@ -29,6 +30,14 @@ PAGES = {
     OLD: page([(301, day(3))], self_href=OLD),
 }
 LANDED = (AGR.head_file, BIG)  # what a complete extraction of the window lands
+
+
+def interval() -> tuple[datetime, datetime]:
+    return tuple(datetime.fromisoformat(d).replace(tzinfo=UTC) for d in (SINCE, UNTIL))  # type: ignore[return-value]
+
+
+def sha256(body: bytes) -> str:
+    return hashlib.sha256(body).hexdigest()
 
 
 def serve(site: LoopbackSite, *, stall_big_at: int | None = None, stall: float = 30.0) -> None:

@@ -63,7 +63,7 @@ def test_a_download_killed_half_way_leaves_no_partial_page_and_the_rerun_complet
     assert feed_site.assert_only_whole_pages(lake) == set(LANDED)
     assert feed_site.stray_files(lake) == [], "temp files left in Bronze after the rerun"
     path = Path(rerun.json()["manifest"])
-    assert path == manifest_path(lake.resolve(), AGR.key, *_interval(clean.json()["interval"]))
+    assert path == manifest_path(lake.resolve(), AGR.key, *feed_site.interval())
     got, want = json.loads(path.read_text()), json.loads(Path(clean.json()["manifest"]).read_text())
     assert got["complete"] is True and got["stop_reason"] == want["stop_reason"]
     fields = ("file", "sha256", "entries", "tombstones", "bytes", "well_formed")
@@ -71,9 +71,3 @@ def test_a_download_killed_half_way_leaves_no_partial_page_and_the_rerun_complet
         tuple(p[f] for f in fields) for p in want["pages"]
     )
     assert sum(p["entries"] for p in got["pages"]) == 42 and sum(p["tombstones"] for p in got["pages"]) == 1
-
-
-def _interval(pair: list[str]) -> tuple:
-    from datetime import datetime
-
-    return tuple(datetime.fromisoformat(v.replace("Z", "+00:00")) for v in pair)
