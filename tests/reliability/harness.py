@@ -16,6 +16,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -325,10 +326,16 @@ def assert_same_lake(got: Path, want: Path, ignore: frozenset[str] = CLOCK_COLUM
     return {t: a[t].rows for t in LAKE_TABLES}
 
 
+def difference(before: Path, after: Path, table: str, ignore: frozenset[str] = CLOCK_COLUMNS) -> tuple[list, list]:
+    """The rows of `table` only in `before` (gone or changed) and only in `after` (new or changed),
+    as dicts without the ignored columns."""
+    old = Counter(_canonical(r, ignore) for r in read_table(before, table))
+    new = Counter(_canonical(r, ignore) for r in read_table(after, table))
+    return [json.loads(r) for r in (old - new).elements()], [json.loads(r) for r in (new - old).elements()]
+
+
 def assert_nothing_twice(lake: Path) -> None:
     """No key twice: Silver by its business keys, dead letters by id, reconciliation by file."""
-    from collections import Counter
-
     from placsp_provider.parser.silver_schema import BUSINESS_KEYS
 
     keys_of = {**BUSINESS_KEYS, "dead_letters": ("dead_letter_id",), "reconciliation": ("dataset", "source_file")}
