@@ -2,7 +2,7 @@
 dead-letter status update, then run again.
 
 The lake is the clean daily lake after a person did what the runbook says: entry 12's raw_record
-corrected and marked `fixed` (with delta-rs), the miscounted manifest corrected. The replay then
+corrected and marked `fixed` (`mark_fixed`, delta-rs), the miscounted manifest corrected. The replay then
 MERGEs entry 12 (a record) and the miscount file (a whole-file reprocess, whose reconciliation row
 turns `reconciled`), and only then writes the statuses. It is killed right after the reconciliation
 commit, the last write before the status update. The rerun (same run id, as an Airflow retry) must
@@ -21,8 +21,9 @@ from pathlib import Path
 
 import pytest
 
-from placsp_provider.dead_letters.lifecycle import FIXED, QUARANTINED, REPLAYABLE, REPLAYED
-from placsp_provider.lake import manifests_dir, table_path
+from placsp_provider.dead_letters.fix import mark_fixed
+from placsp_provider.dead_letters.lifecycle import QUARANTINED, REPLAYABLE, REPLAYED
+from placsp_provider.lake import manifests_dir
 from tests.pages import ID_PREFIX
 from tests.reliability import corpus, harness
 from tests.reliability.conftest import Reference, copy_lake
@@ -35,14 +36,12 @@ RECOVERED = {f"{ID_PREFIX}{n}" for n in (12, 41, 42)}  # 12 fixed by hand; 41 an
 
 
 def fixed_by_hand(lake: Path) -> Path:
-    from deltalake import DeltaTable
-
+    """As the runbook says: the corrected record written with `mark_fixed` (entry 12's title holds an
+    apostrophe), the manifest corrected by a re-extraction."""
     letters = harness.read_table(lake, "dead_letters")
     (broken,) = [r for r in letters if r["entry_id"] == f"{ID_PREFIX}12"]
-    DeltaTable(str(table_path(lake, "dead_letters"))).update(
-        predicate=f"dataset = '{corpus.DATASET}' AND dead_letter_id = '{broken['dead_letter_id']}'",
-        new_values={"raw_record": corpus.fixed_entry_12(), "status": FIXED},
-    )
+    mark_fixed(lake, corpus.DATASET, broken["dead_letter_id"], corpus.fixed_entry_12())
+    assert "'" in corpus.fixed_entry_12()
     corpus.set_count(manifests_dir(lake, corpus.DATASET) / f"{corpus.DAY2}.json", "miscount", 2)
     return lake
 
