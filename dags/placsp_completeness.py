@@ -16,7 +16,7 @@ from datetime import UTC, datetime, timedelta
 
 from airflow.sdk import DAG, CronTriggerTimetable, Param
 
-from placsp_provider import settings
+from placsp_provider import run_policy, settings
 from placsp_provider.datasets import live_datasets
 from placsp_provider.operators.completeness import PlacspCompletenessOperator
 from placsp_provider.operators.silver import PlacspSilverOperator
@@ -28,7 +28,8 @@ with DAG(
     start_date=datetime(2012, 1, 1, tzinfo=UTC),
     catchup=False,
     max_active_runs=1,
-    default_args={"retries": 2, "retry_delay": timedelta(minutes=30)},
+    # Every failure fires LogNotifier; configuration errors are not retried (run_policy.py).
+    default_args=run_policy.default_args(retries=2, retry_delay=timedelta(minutes=30)),
     tags=["placsp"],
     doc_md=__doc__,
     params={

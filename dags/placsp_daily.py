@@ -63,6 +63,10 @@ with DAG(
             severity=settings.dead_letter_severity(),
             poke_interval=30,
             timeout=timedelta(minutes=30),
+            # A gate that fails for its data does not retry (DeadLetterThresholdError); a retry is for
+            # an unreadable table or Airflow's deferral race (the sensor's settle_seconds): soon, once.
+            retry_delay=timedelta(seconds=30),
+            retry_exponential_backoff=False,
         )
         extract >> silver >> gate
         # Data contracts (include/contracts) on this run's rows and the whole tables, and the day's

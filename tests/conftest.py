@@ -26,6 +26,8 @@ os.environ.setdefault("AIRFLOW__LOGGING__LOGGING_LEVEL", "WARNING")
 # alert's definition). The alert is tested in tests/airflow/test_run_policy.py and, firing in a
 # real triggerer, in tests/system (whose services get their own environment).
 os.environ.setdefault("PLACSP_DAILY_DEADLINE_MINUTES", "0")
+# dag.test() runs triggers in-process, with no scheduler to race (the sensor's settle_seconds).
+os.environ.setdefault("PLACSP_TRIGGER_SETTLE_SECONDS", "0")
 
 
 @pytest.fixture(scope="session")

@@ -20,7 +20,6 @@ REPLAY_MAX_ATTEMPTS = 3
 
 OVERLAP_HOURS_ENV = "PLACSP_OVERLAP_HOURS"
 MAX_PAGES_ENV = "PLACSP_MAX_PAGES"
-DATASETS_ENV = "PLACSP_DATASETS"
 CONN_ID_DEFAULT = "placsp_default"
 
 
@@ -53,6 +52,15 @@ def dead_letter_max_ratio() -> float:
 def dead_letter_severity() -> str:
     """`error` (the run turns red) or `warn` (a warning, the run goes on). Read when the DAG is parsed."""
     return os.environ.get(DEAD_LETTER_SEVERITY_ENV, "error")
+
+
+TRIGGER_SETTLE_SECONDS_ENV = "PLACSP_TRIGGER_SETTLE_SECONDS"
+DEFAULT_TRIGGER_SETTLE_SECONDS = 10.0
+
+
+def trigger_settle_seconds() -> float:
+    """How long a dead-letter trigger waits before its first look (see DeadLetterThresholdSensor)."""
+    return float(os.environ.get(TRIGGER_SETTLE_SECONDS_ENV, DEFAULT_TRIGGER_SETTLE_SECONDS))
 
 
 DAILY_DEADLINE_MINUTES_ENV = "PLACSP_DAILY_DEADLINE_MINUTES"

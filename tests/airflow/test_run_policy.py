@@ -99,7 +99,8 @@ async def _await(awaitable: object) -> None:
 def test_tables_written_are_outlets_named_like_their_lineage_datasets(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    from placsp_provider.lineage.naming import LAKE_TABLES, lake_table
+    from placsp_provider.lake import LAKE_TABLES
+    from placsp_provider.lineage.naming import lake_table
 
     monkeypatch.setenv("PLACSP_LAKE", str(tmp_path / "lake"))
     tables = {f"file://{lake_table(tmp_path / 'lake', t).name}" for t in LAKE_TABLES}
@@ -129,6 +130,7 @@ def test_spark_pool_is_opt_in(monkeypatch: pytest.MonkeyPatch) -> None:
         "dry_run": "placsp_spark",
         "approve": "default_pool",
         "replay": "placsp_spark",
+        "quality": "default_pool",  # delta-rs and DuckDB in the worker, no spark-submit
     }
 
 

@@ -137,6 +137,20 @@ def test_run_scope_fires_once_the_silver_summary_is_visible(lake: Path) -> None:
 
 
 @pytest.mark.unit
+def test_the_trigger_settles_before_its_first_look(lake: Path) -> None:
+    # The answer is ready at once, yet the first poll waits first_poll_after (Airflow's deferral race,
+    # the sensor's settle_seconds).
+    write_dead_letters(lake, dead_letter_rows(2, run_id=RUN))
+    write_summary(lake, "agregadas", RUN, entries=60)
+    start = time.monotonic()
+    event = _first_event(_trigger(lake, first_poll_after=0.5))
+    assert time.monotonic() - start >= 0.5
+    assert (event["status"], event["polls"], event["counts"]["total"]) == ("summary_visible", 1, 2)
+    sensor = DeadLetterThresholdSensor(task_id="gate", dataset="agregadas", max_count=0, settle_seconds=3)
+    assert sensor.settle_seconds == 3
+
+
+@pytest.mark.unit
 def test_backlog_scope_fires_when_the_backlog_crosses_the_threshold(lake: Path) -> None:
     write_dead_letters(
         lake,

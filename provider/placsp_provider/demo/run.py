@@ -92,6 +92,8 @@ def main(argv: list[str] | None = None) -> int:
     # dag.test() has no triggerer to run a Deadline Alert, and Airflow 3.3.2's dag.test() fails at the
     # end of a successful run of a DAG that has one: the demo runs without it (make system-test shows it).
     os.environ.setdefault("PLACSP_DAILY_DEADLINE_MINUTES", "0")
+    # dag.test() runs the gates' triggers in-process: no scheduler to race, no reason to pause.
+    os.environ.setdefault("PLACSP_TRIGGER_SETTLE_SECONDS", "0")
     events = configure_lineage(workdir / "openlineage")
     prepare_airflow(workdir / "airflow", _repo_root() / "dags")
 

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from airflow.sdk import BaseSensorOperator, Context, PokeReturnValue
 from airflow.sdk.exceptions import AirflowFailException, AirflowSensorTimeout
 
+from placsp_provider import settings
 from placsp_provider.dead_letters.stats import validate_thresholds
 from placsp_provider.errors import PlacspError
 from placsp_provider.lake import resolve_lake
@@ -61,6 +62,11 @@ class DeadLetterThresholdSensor(BaseSensorOperator):
     :param severity: `error` or `warn`.
     :param lake: lake root (templated); default `$PLACSP_LAKE` (`lake.resolve_lake`).
     :param deferrable: wait in the triggerer (`DeadLetterThresholdTrigger`) instead of a worker slot.
+    :param settle_seconds: deferred, how long the trigger waits before its first look; default
+        `$PLACSP_TRIGGER_SETTLE_SECONDS` or 10. Airflow 3.3 (apache/airflow#67287) fails a deferred
+        task whose trigger fires before the scheduler has processed the worker's exit on `defer()`
+        ("state mismatch", then a retry); the gate's answer is usually ready at once, so without a
+        pause it would often win that race.
     """
 
     template_fields: Sequence[str] = ("dataset", "lake", "stages", "error_types")
@@ -79,6 +85,7 @@ class DeadLetterThresholdSensor(BaseSensorOperator):
         severity: str = "error",
         lake: str | None = None,
         deferrable: bool = True,
+        settle_seconds: float | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -93,6 +100,7 @@ class DeadLetterThresholdSensor(BaseSensorOperator):
         self.severity = severity
         self.lake = lake
         self.deferrable = deferrable
+        self.settle_seconds = settings.trigger_settle_seconds() if settle_seconds is None else settle_seconds
         # What the check concluded, for the lineage events (set before a failing check raises).
         self._checks: tuple[ThresholdCheck, ...] = ()
         self._counts: DeadLetterCounts | None = None
@@ -115,6 +123,7 @@ class DeadLetterThresholdSensor(BaseSensorOperator):
             error_types=list(query.error_types) or None,
             max_count=self.max_count if self.scope == "backlog" else None,
             poke_interval=self.poke_interval,
+            first_poll_after=self.settle_seconds,
         )
         self.log.info("dataset %s: deferring the %s check (up to %s s)", query.dataset, self.scope, self.timeout)
         # The trigger fires `timeout` itself at its deadline; Airflow's own timeout is only a safety net.

@@ -49,6 +49,7 @@ class DeadLetterThresholdTrigger(BaseTrigger):
     :param deadline: UNIX time (seconds) after which the trigger fires `timeout`; at least one poll
         always happens first.
     :param poke_interval: seconds between polls.
+    :param first_poll_after: seconds to wait before the first poll (the sensor's `settle_seconds`).
     """
 
     def __init__(
@@ -63,6 +64,7 @@ class DeadLetterThresholdTrigger(BaseTrigger):
         error_types: Sequence[str] | None = None,
         max_count: int | None = None,
         poke_interval: float = 60.0,
+        first_poll_after: float = 0.0,
     ) -> None:
         super().__init__()
         self.lake = str(lake)
@@ -74,6 +76,7 @@ class DeadLetterThresholdTrigger(BaseTrigger):
         self.error_types = list(error_types) if error_types else None
         self.max_count = max_count
         self.poke_interval = float(poke_interval)
+        self.first_poll_after = float(first_poll_after)
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (
@@ -88,11 +91,14 @@ class DeadLetterThresholdTrigger(BaseTrigger):
                 "error_types": self.error_types,
                 "max_count": self.max_count,
                 "poke_interval": self.poke_interval,
+                "first_poll_after": self.first_poll_after,
             },
         )
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         polls = 0
+        if self.first_poll_after > 0:
+            await asyncio.sleep(min(self.first_poll_after, max(0.0, self.deadline - time.time())))
         while True:
             polls += 1
             try:
