@@ -1,5 +1,5 @@
 # The two commands (see README): `make demo` runs the daily DAG end to end; `make test` runs lint, types, tests.
-# `make test-fast` is the inner loop: the tests that start neither Spark nor an Airflow run.
+# `make test-fast` is the inner loop: the tests that start neither Spark nor an Airflow run (nor kill processes).
 # Each installs what it needs (venv, packages, Spark jars) and is safe to run twice.
 SHELL := /bin/bash
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
@@ -58,7 +58,7 @@ system-deps:
 	fi
 
 test-fast: $(INSTALLED)
-	$(PY) -m pytest -m "(unit or http) and not spark and not airflow and not system"
+	$(PY) -m pytest -m "(unit or http) and not spark and not airflow and not system and not reliability"
 
 bench: $(INSTALLED) $(JARS)
 	$(PY) -m benchmarks.run

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import json
 import logging
-import shutil
 import uuid
 import zipfile
 from collections import Counter
@@ -37,7 +36,7 @@ from typing import Any
 from lxml import etree
 
 from placsp_provider.bronze.extract import InflateBudget, extract_member, members_for_window
-from placsp_provider.bronze.landing import land_atomically, write_text_atomically
+from placsp_provider.bronze.landing import land_atomically, run_folder, write_text_atomically
 from placsp_provider.bronze.manifest import LandedPage, Manifest
 from placsp_provider.datasets import Dataset
 from placsp_provider.errors import ConfigError, FeedError, PlacspError
@@ -178,8 +177,7 @@ def check_month(
         archive=redact(url),
         base_url=redact(client.config.base_url),
     )
-    incoming = incoming_dir(lake, ds.key) / f"completeness-{uuid.uuid4().hex}"
-    try:
+    with run_folder(incoming_dir(lake, ds.key), prefix="completeness-") as incoming:
         zip_path = incoming / "archive.zip"
         log.info("dataset %s: reading archive %s for %s", ds.key, redact(url), report.month)
         client.download(url, zip_path, limit=client.config.max_archive_bytes, what="archive")
@@ -189,8 +187,6 @@ def check_month(
         _count_days(report, published, in_bronze, missing)
         if missing:
             _recover(client, request, url, zip_path, incoming, missing, report)
-    finally:
-        shutil.rmtree(incoming, ignore_errors=True)
     report.checked_at = isoformat(datetime.now(UTC))
     path = completeness_report_path(lake, ds.key, request.month)
     report.report = str(path.relative_to(lake))

@@ -8,26 +8,28 @@ window the chain cannot reach (chain ended, or the page cap was hit) is served f
 monthly/yearly archives, inflated member by member under a total size cap and a ratio cap.
 Used by the Airflow operator and the CLI alike.
 
-A run that fails still writes the manifest of what it landed (`complete: false`, the reason in
-`stop_reason`), so Bronze never holds a page no manifest lists; a rerun of the interval rewrites it.
+Bronze never holds a page no manifest lists, however the run ends: the manifest is rewritten after
+every landed page (`complete: false`, `stop_reason` saying the run did not finish), so a run killed
+outright leaves the list of what it landed; a run that fails writes it with the reason; a run that
+ends writes it `complete: true`. A rerun of the interval rewrites it.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import re
-import shutil
 import uuid
 import zipfile
 import zlib
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, replace
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from urllib.parse import urljoin
 
 from placsp_provider import settings
-from placsp_provider.bronze.landing import land_atomically, write_text_atomically
+from placsp_provider.bronze.landing import land_atomically, run_folder, write_text_atomically
 from placsp_provider.bronze.manifest import LandedPage, Manifest
 from placsp_provider.datasets import Dataset
 from placsp_provider.errors import ConfigError, FeedError, PageGoneError, PageTooLargeError, PlacspError
@@ -93,32 +95,42 @@ def extract_interval(client: FeedClient, request: ExtractRequest, progress: Prog
         window_start=isoformat(request.window_start),
         base_url=redact(client.config.base_url),
     )
-    run = _Run(client, request, manifest, progress)
     path = manifest_path(request.lake, ds.key, request.start, request.end)
     try:
-        use_chain = ds.has_live_feed and request.source == "auto"
-        reached = run.walk_chain() if use_chain else None
-        if not use_chain:
-            manifest.stop_reason = "archives requested" if ds.has_live_feed else "archive-only dataset"
-            run.from_archives(request.window_start, request.end)
-        elif reached is not None and reached > request.window_start:
-            # The whole window, not just the uncovered part: a page already landed from the
-            # chain has the same bytes in the archive and is recorded once (same file).
-            run.from_archives(request.window_start, request.end)
+        with run_folder(incoming_dir(request.lake, ds.key)) as incoming:
+            run = _Run(client, request, manifest, progress, incoming, _Checkpoint(path, manifest))
+            use_chain = ds.has_live_feed and request.source == "auto"
+            reached = run.walk_chain() if use_chain else None
+            if not use_chain:
+                manifest.stop_reason = "archives requested" if ds.has_live_feed else "archive-only dataset"
+                run.from_archives(request.window_start, request.end)
+            elif reached is not None and reached > request.window_start:
+                # The whole window, not just the uncovered part: a page already landed from the
+                # chain has the same bytes in the archive and is recorded once (same file).
+                run.from_archives(request.window_start, request.end)
     except BaseException as err:
         # What was landed stays listed: Bronze never holds a page that no manifest names.
         manifest.complete = False
         manifest.stop_reason = f"interrupted: {err}"[:500]
         manifest.extracted_at = isoformat(datetime.now(UTC))
         _keep_listed(manifest, path)
-        write_text_atomically(path, manifest.to_json())
+        try:
+            _write_manifest(path, manifest.to_json(), ds.key)
+        except PlacspError as write_err:  # the disk that failed the run may refuse the manifest too
+            if isinstance(err, KeyboardInterrupt | SystemExit):
+                raise err from write_err
+            first = err if isinstance(err, PlacspError) else _unexpected(ds.key, err)
+            cause = write_err.__cause__
+            reason = getattr(cause, "strerror", None) or cause or write_err
+            raise PlacspError(
+                f"{first}; the manifest {path} could not be written either ({reason}): the pages landed "
+                "so far are listed by no manifest until the interval is extracted again"
+            ) from err
         if isinstance(err, PlacspError | KeyboardInterrupt | SystemExit):
             raise
-        raise PlacspError(f"dataset {ds.key}: extraction failed unexpectedly: {type(err).__name__}: {err}") from err
-    finally:
-        shutil.rmtree(run.incoming, ignore_errors=True)
+        raise _unexpected(ds.key, err) from err
     manifest.extracted_at = isoformat(datetime.now(UTC))
-    write_text_atomically(path, manifest.to_json())
+    _write_manifest(path, manifest.to_json(), ds.key)
     log.info(
         "dataset %s: landed %d pages (%d new), %d entries, %d tombstones; manifest %s",
         ds.key,
@@ -131,27 +143,92 @@ def extract_interval(client: FeedClient, request: ExtractRequest, progress: Prog
     return manifest
 
 
+def _unexpected(dataset: str, err: BaseException) -> PlacspError:
+    return PlacspError(f"dataset {dataset}: extraction failed unexpectedly: {type(err).__name__}: {err}")
+
+
+def _write_manifest(path: Path, text: str, dataset: str) -> None:
+    """Write the interval's manifest whole or not at all; a disk that refuses it is a named error."""
+    try:
+        write_text_atomically(path, text)
+    except OSError as err:
+        raise PlacspError(
+            f"dataset {dataset}: stage landing: could not write the manifest {path}: {err.strerror or err}"
+        ) from err
+
+
 def _keep_listed(manifest: Manifest, path: Path) -> None:
     """A failed rerun must not unlist what an earlier run of the interval listed: keep those pages."""
-    if not path.is_file():
-        return
-    try:
-        earlier = Manifest.load(path)
-    except (OSError, ValueError, TypeError):
-        return  # unreadable: the partial manifest of this run is still better than none
     listed = {p.file for p in manifest.pages}
-    manifest.pages.extend(p for p in earlier.pages if p.file not in listed)
+    manifest.pages.extend(p for p in _listed_before(path) if p.file not in listed)
+
+
+def _listed_before(path: Path) -> list[LandedPage]:
+    """The pages the interval's manifest lists now (none when there is none, or it is unreadable:
+    the list of this run is still better than none)."""
+    if not path.is_file():
+        return []
+    try:
+        return Manifest.load(path).pages
+    except (OSError, ValueError, TypeError):
+        return []
+
+
+class _Checkpoint:
+    """The manifest so far, written after every landed page, for a run that dies without a word.
+
+    `complete: false` and a `stop_reason` that says so; the pages an earlier run of the interval
+    listed stay listed. Each page is serialised once, so a checkpoint costs one file write of the
+    list, not a rebuild of it.
+    """
+
+    def __init__(self, path: Path, manifest: Manifest) -> None:
+        self.path = path
+        self.manifest = manifest
+        self.pages: dict[str, str] = {}  # file -> its JSON, this run's pages first, then earlier ones
+        self.earlier = {p.file: _page_json(p) for p in _listed_before(path)}
+
+    def add(self, page: LandedPage) -> None:
+        self.pages.setdefault(page.file, _page_json(page))
+        head = replace(
+            self.manifest,
+            pages=[],
+            complete=False,
+            stop_reason=(
+                f"interrupted: run {self.manifest.run_id} did not finish (killed, or its machine stopped); "
+                f"the pages listed were landed, others of the interval may be missing"
+            ),
+            extracted_at=isoformat(datetime.now(UTC)),
+        )
+        listed = [*self.pages.values(), *(j for f, j in self.earlier.items() if f not in self.pages)]
+        fields = asdict(head)
+        del fields["pages"]
+        text = json.dumps(fields, sort_keys=True, ensure_ascii=False)
+        _write_manifest(self.path, f'{text[:-1]}, "pages": [{", ".join(listed)}]}}', self.manifest.dataset)
+
+
+def _page_json(page: LandedPage) -> str:
+    return json.dumps(asdict(page), sort_keys=True, ensure_ascii=False)
 
 
 class _Run:
-    def __init__(self, client: FeedClient, request: ExtractRequest, manifest: Manifest, progress: Progress | None):
+    def __init__(
+        self,
+        client: FeedClient,
+        request: ExtractRequest,
+        manifest: Manifest,
+        progress: Progress | None,
+        incoming: Path,
+        checkpoint: _Checkpoint,
+    ):
         self.client = client
         self.req = request
         self.manifest = manifest
         self.progress = progress
         self.bytes_so_far = 0
         # A folder per run: concurrent runs of one dataset never touch each other's temp files.
-        self.incoming = incoming_dir(request.lake, request.dataset.key) / uuid.uuid4().hex
+        self.incoming = incoming
+        self.checkpoint = checkpoint
 
     # -- the live chain ---------------------------------------------------------------------
     def walk_chain(self) -> datetime | None:
@@ -319,7 +396,7 @@ class _Run:
         except OSError as err:  # a full disk, permissions: the page is not landed, say where and why
             download.path.unlink(missing_ok=True)
             raise PlacspError(
-                f"dataset {ds.key}: {redact(url)}: could not land the page into {final.parent}: "
+                f"dataset {ds.key}: {redact(url)}: stage landing: could not land the page into {final.parent}: "
                 f"{err.strerror or err}; nothing partial was left in Bronze"
             ) from err
         relative = str(final.relative_to(lake))
@@ -335,6 +412,7 @@ class _Run:
             newly_landed=new,
         )
         self.manifest.pages.append(page)
+        self.checkpoint.add(page)
         self.bytes_so_far += download.bytes
         where = counter or f"page {len(self.manifest.pages)}"
         message = (

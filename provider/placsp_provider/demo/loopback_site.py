@@ -23,7 +23,8 @@ class Reply:
     """A canned answer. `cut_at` sends a Content-Length for the whole body but only that many bytes
     (without `Content-Length` when `send_length` is False: the client cannot tell it was cut).
     `encoding` (`gzip` or `deflate`) compresses the body on the wire, as a CDN might; `trickle`
-    sends it one byte every that many seconds."""
+    sends it one byte every that many seconds; `stall_at` sends that many bytes, then nothing for
+    `stall` seconds before the rest (a download caught half-way)."""
 
     body: Body = b""
     status: int = 200
@@ -34,6 +35,8 @@ class Reply:
     encoding: str | None = None
     send_length: bool = True
     trickle: float = 0.0
+    stall_at: int | None = None
+    stall: float = 0.0
 
 
 Handler = Callable[[BaseHTTPRequestHandler], "Reply"]
@@ -141,7 +144,13 @@ def _send(handler: BaseHTTPRequestHandler, reply: Reply) -> None:
     handler.end_headers()
     payload = body if reply.cut_at is None else body[: reply.cut_at]
     try:
-        if reply.trickle:
+        if reply.stall_at is not None:
+            handler.wfile.write(payload[: reply.stall_at])
+            handler.wfile.flush()
+            time.sleep(reply.stall)
+            handler.wfile.write(payload[reply.stall_at :])
+            handler.wfile.flush()
+        elif reply.trickle:
             for i in range(len(payload)):
                 handler.wfile.write(payload[i : i + 1])
                 handler.wfile.flush()

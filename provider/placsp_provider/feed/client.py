@@ -236,7 +236,10 @@ class FeedClient:
             except OSError as err:  # the disk, not the network (requests' errors are caught inside)
                 dest.unlink(missing_ok=True)
                 raise FeedError(
-                    self.dataset, redact(url), f"could not write the {what} to {dest.parent}: {err.strerror or err}"
+                    self.dataset,
+                    redact(url),
+                    f"stage landing: could not write the {what} to {dest.parent}: {err.strerror or err}; "
+                    "nothing partial was kept",
                 ) from err
             except BaseException:
                 dest.unlink(missing_ok=True)

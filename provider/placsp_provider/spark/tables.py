@@ -10,6 +10,11 @@ row carries. Nothing is ever inferred.
 
 from __future__ import annotations
 
+import logging
+import os
+import re
+import shutil
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -21,6 +26,8 @@ from placsp_provider.parser.silver_schema import SCHEMAS
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
     from pyspark.sql.types import StructType
+
+log = logging.getLogger(__name__)
 
 UTC_TS = pa.timestamp("us", tz="UTC")
 
@@ -76,18 +83,82 @@ def spark_table_schema(table: str) -> StructType:
     return from_arrow_schema(table_schema(table), prefer_timestamp_ntz=False)
 
 
+# A table's `_delta_log` folder without a commit: Delta makes the folder, then writes version 0 into
+# it. Younger than this, another process is creating the table right now (wait for its commit);
+# older, its creator died in between (SIGKILL, a lost machine) and the folder is removed.
+ABANDONED_CREATION_SECONDS = 30.0
+CREATE_ATTEMPTS = 6
+
+
 def ensure_tables(spark: SparkSession, lake: Path) -> None:
-    """Create every table that does not exist yet (idempotent; concurrent creators are fine)."""
+    """Create every table that does not exist yet: idempotent, safe against concurrent creators (two
+    ingests of a fresh lake) and against a creation that was killed half-way."""
+    for table in LAKE_TABLES:
+        _ensure_table(spark, table, table_path(lake, table))
+
+
+def has_commit(path: Path) -> bool:
+    """The table exists: its log holds a commit (or a checkpoint), not just a folder."""
+    try:
+        names = os.listdir(path / "_delta_log")
+    except FileNotFoundError:
+        return False
+    return any(_COMMIT_FILE.match(n) for n in names)
+
+
+_COMMIT_FILE = re.compile(r"^\d{20}\.(json|checkpoint\b.*\.(parquet|json))$")
+
+
+def _ensure_table(spark: SparkSession, table: str, path: Path) -> None:
     from delta.tables import DeltaTable
 
-    for table in LAKE_TABLES:
-        path = table_path(lake, table)
-        if (path / "_delta_log").is_dir():
-            continue
+    for attempt in range(1, CREATE_ATTEMPTS + 1):
+        if has_commit(path) or _wait_for_other_creator(path):
+            return
         builder = DeltaTable.createIfNotExists(spark).location(str(path)).partitionedBy("dataset")
         for field in spark_table_schema(table).fields:
             builder = builder.addColumn(field.name, field.dataType, nullable=field.nullable)
-        builder.execute()
+        try:
+            builder.execute()
+            return
+        except Exception as err:
+            # Another process made the log folder or committed version 0 first: its table is ours.
+            if has_commit(path):
+                return
+            if attempt == CREATE_ATTEMPTS:
+                raise
+            first_line = (str(err).strip().splitlines() or [type(err).__name__])[0][:300]
+            log.warning(
+                "table %s: creating it failed while another process may be creating it (%s); "
+                "trying again (attempt %d of %d)",
+                path,
+                first_line,
+                attempt + 1,
+                CREATE_ATTEMPTS,
+            )
+            time.sleep(0.5 * attempt)
+
+
+def _wait_for_other_creator(path: Path) -> bool:
+    """A log folder without a commit: wait for the creator's commit while the folder is young; remove
+    it once it is old enough to have been abandoned. True when the table now exists."""
+    log_dir = path / "_delta_log"
+    while log_dir.is_dir() and not has_commit(path):
+        try:
+            age = time.time() - log_dir.stat().st_mtime
+        except FileNotFoundError:
+            break
+        if age >= ABANDONED_CREATION_SECONDS:
+            log.warning(
+                "table %s: its _delta_log has held no commit for %.0f s: a creation that died half-way; "
+                "removing the empty log and creating the table",
+                path,
+                age,
+            )
+            shutil.rmtree(log_dir, ignore_errors=True)
+            break
+        time.sleep(0.2)
+    return has_commit(path)
 
 
 def spark_schema(table: str) -> StructType:
