@@ -19,13 +19,14 @@ import os
 import platform
 import re
 import resource
+import shutil
 import subprocess
 import sys
 import tempfile
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -194,6 +195,44 @@ def f1(value: float) -> str:
 
 def f2(value: float) -> str:
     return f"{value:,.2f}"
+
+
+def spec_table(
+    title: str, spec: Sequence[tuple[str, Callable[[Any], str]]], items: Iterable[Any], notes: Iterable[str] = ()
+) -> Table:
+    """A table from a spec: one (column, cell of an item) pair per column, one row per item."""
+    return Table(title, [column for column, _ in spec], [[cell(i) for _, cell in spec] for i in items], list(notes))
+
+
+def memory_cells(m: dict[str, Any]) -> tuple[str, str]:
+    """(peak RSS MB, detail) of a measurement: its process tree (`ProcessTree.report()` under "tree") or
+    one process (`peak_rss_mb` and `baseline_mb`)."""
+    tree = m.get("tree")
+    if not tree:
+        return f1(m["peak_rss_mb"]), f"one process; {f1(m['peak_rss_mb'] - m['baseline_mb'])} over its baseline"
+    workers = (
+        f"Python workers {f1(tree['workers_hwm_max_mb'])} max / {f1(tree['workers_hwm_sum_mb'])} sum "
+        f"({tree['workers']} processes), "
+        if tree["workers"]
+        else "no Python workers, "
+    )
+    note = f"; {m['tree_note']}" if m.get("tree_note") else ""
+    return f1(tree["peak_total_mb"]), (
+        f"{f1(tree['baseline_total_mb'])} before the run; JVM {f1(tree['jvm_hwm_mb'])}, {workers}"
+        f"driver {f1(tree['driver_hwm_mb'])}{note}"
+    )
+
+
+def corpus_facts(corpus: Corpus) -> dict[str, Any]:
+    """What a generated corpus holds, for the raw JSON."""
+    return {
+        "pages": len(corpus.pages),
+        "entries": corpus.total_entries,
+        "tombstones": corpus.total_tombstones,
+        "bytes": corpus.bytes,
+        "not_well_formed_pages": sum(not p.well_formed for p in corpus.pages),
+        "corruptions": [c.kind for c in corpus.ground_truth],
+    }
 
 
 # -- process measurement (shared by the Spark benchmarks) -------------------------------------------
@@ -441,7 +480,44 @@ def land_template(corpus: Corpus, root: Path) -> Path:
     return root
 
 
-# -- Delta's own metrics ---------------------------------------------------------------------------
+def link_lake(template: Path, lake: Path, manifest_name: str | None = None) -> list[Path]:
+    """Lay a landed template (`land_template`) into `lake`: pages hard-linked, manifests copied (renamed
+    to `manifest_name` when given), so nothing a run writes reaches the template. Returns the manifests."""
+    manifests = []
+    for path in template.rglob("*"):
+        target = lake / path.relative_to(template)
+        if path.is_dir():
+            target.mkdir(parents=True, exist_ok=True)
+            continue
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if path.suffix == ".json":
+            manifests.append(target.with_name(manifest_name or path.name))
+            shutil.copy2(path, manifests[-1])
+        else:
+            os.link(path, target)
+    return manifests
+
+
+# -- Spark and Delta -----------------------------------------------------------------------------
+def spark_session(app: str, cores: int) -> Any:
+    """The project's `get_session` on `local[cores]`, Spark's own log quiet (a child's stderr is its error report)."""
+    os.environ.setdefault("PLACSP_SPARK_LOG_LEVEL", "ERROR")
+    from placsp_provider.spark.session import get_session
+
+    return get_session(app, extra={"spark.master": f"local[{cores}]"})
+
+
+def hash_all(df: Any, group: str | None = None) -> list[Any]:
+    """Materialise every column: per group (or over all rows), the count `n` and the XOR `h` of xxhash64
+    over all columns (nested fields included), so no reader can skip a value."""
+    from pyspark.sql import functions as sf
+
+    row_hash = sf.xxhash64(*[sf.col(f"`{c}`") for c in df.columns]).alias("_h")
+    hashed = df.select(*([sf.col(group).alias("_g")] if group else []), row_hash)
+    aggs = [sf.count("*").alias("n"), sf.bit_xor("_h").alias("h")]
+    return (hashed.groupBy("_g") if group else hashed).agg(*aggs).collect()
+
+
 def lake_tables(lake: Path) -> dict[str, Path]:
     """Every Delta table of a lake (Silver, dead letters, reconciliation), by name."""
     from placsp_provider.lake import SILVER_TABLES, table_path

@@ -23,6 +23,7 @@ import shutil
 import tempfile
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
@@ -33,6 +34,7 @@ from benchmarks._common import (
     BenchResult,
     Table,
     child_main,
+    corpus_facts,
     cpu_seconds,
     f1,
     f2,
@@ -40,6 +42,7 @@ from benchmarks._common import (
     peak_rss_mb,
     ru_maxrss_mb,
     run_child,
+    spec_table,
 )
 from benchmarks.pagegen import CORRUPTION_KINDS, UNCLOSED_TAG, Corpus, chain_routes, generate_corpus
 
@@ -63,12 +66,7 @@ class Config:
 
 FULL = Config()
 QUICK = Config(
-    pages=5,
-    items_per_page=50,
-    repeats=1,
-    trace_pages=2,
-    scaling=((128 << 10, 2), (512 << 10, 2)),
-    scan_sample_pages=2,
+    pages=5, items_per_page=50, repeats=1, trace_pages=2, scaling=((128 << 10, 2), (512 << 10, 2)), scan_sample_pages=2
 )
 
 
@@ -100,48 +98,37 @@ def run(quick: bool = False) -> BenchResult:
     raw = {
         "config": cfg.__dict__ | {"scaling": [list(s) for s in cfg.scaling]},
         "quick": quick,
-        "corpus": {
-            "pages": len(corpus.pages),
-            "entries": corpus.total_entries,
-            "tombstones": corpus.total_tombstones,
-            "bytes": corpus.bytes,
-            "corruptions": [c.kind for c in corpus.ground_truth],
-            "not_well_formed_pages": sum(not p.well_formed for p in corpus.pages),
-            "generation_seconds": generation_s,
-        },
+        "corpus": corpus_facts(corpus) | {"generation_seconds": generation_s},
         "main": main,
         "scan_cost": scan_cost,
         "scaling": scaling,
     }
-    return BenchResult(
-        name=NAME,
-        title=TITLE,
-        summary=_summary(cfg, corpus),
-        tables=_tables(raw),
-        raw=raw,
-        seconds=time.perf_counter() - started,
-        findings=_findings(raw),
+    landed, stop = corpus.pages[: cfg.pages], corpus.pages[cfg.pages]
+    summary = (
+        f"`extract_interval` (real `FeedClient`, landing, manifest) walks a chain of {cfg.pages} generated pages of "
+        f"{cfg.items_per_page} items (dataset `{cfg.dataset}`; {sum(p.entries for p in landed):,} entries and "
+        f"{sum(p.tombstones for p in landed):,} tombstones in {sum(p.bytes for p in landed) / MB:,.0f} MB; one "
+        f"corruption of each of the {len(CORRUPTION_KINDS)} kinds, {sum(not p.well_formed for p in landed)} pages "
+        f"not well-formed) served by `LoopbackSite` on 127.0.0.1, plus one older page ({stop.bytes / MB:.1f} MB) "
+        f"that stops the walk. Each measurement in a fresh Python process; peak RSS is its `VmHWM`, baseline the "
+        f"same mark before the run. Medians of {cfg.repeats} runs; method in `benchmarks/bench_extract.py`."
     )
+    return BenchResult(NAME, TITLE, summary, _tables(raw), raw, time.perf_counter() - started)
 
 
-def _window(corpus: Corpus, pages: int) -> tuple[datetime, datetime]:
-    """An interval holding exactly the newest `pages` pages; page `pages` (clean) stops the walk."""
-    newest = corpus.pages[0].newest
-    inside, outside = corpus.pages[pages - 1], corpus.pages[pages]
+def _extract(corpus: Corpus, base_url: str, tmp: Path, pages: int, trace: bool = False) -> dict[str, Any]:
+    """One extraction child over an interval holding exactly the newest `pages` pages; page `pages`
+    (clean, older than the window) stops the walk."""
+    inside, outside, landed = corpus.pages[pages - 1], corpus.pages[pages], corpus.pages[:pages]
     start = outside.newest + (inside.oldest - outside.newest) / 2
-    return start, newest + timedelta(hours=1)
-
-
-def _extract_payload(corpus: Corpus, base_url: str, lake: Path, pages: int, trace: bool) -> dict[str, Any]:
-    start, end = _window(corpus, pages)
-    landed = corpus.pages[:pages]
-    return {
+    lake = Path(tempfile.mkdtemp(prefix="lake-", dir=tmp))
+    payload = {
         "task": "extract",
         "base_url": base_url,
         "lake": str(lake),
         "dataset": corpus.dataset_key,
         "start": start.isoformat(),
-        "end": end.isoformat(),
+        "end": (corpus.pages[0].newest + timedelta(hours=1)).isoformat(),
         "max_pages": pages + 10,
         "tracemalloc": trace,
         "expect": {
@@ -151,16 +138,11 @@ def _extract_payload(corpus: Corpus, base_url: str, lake: Path, pages: int, trac
             "not_well_formed": sum(not p.well_formed for p in landed),
         },
     }
-
-
-def _extract(corpus: Corpus, base_url: str, tmp: Path, pages: int, trace: bool = False) -> dict[str, Any]:
-    lake = Path(tempfile.mkdtemp(prefix="lake-", dir=tmp))
     try:
-        result = run_child(_MODULE, _extract_payload(corpus, base_url, lake, pages, trace))
+        result = run_child(_MODULE, payload)
     finally:
         shutil.rmtree(lake, ignore_errors=True)
-    visited = result["pages_visited"]
-    result["bytes_downloaded"] = sum(p.bytes for p in corpus.pages[:visited])
+    result["bytes_downloaded"] = sum(p.bytes for p in corpus.pages[: result["pages_visited"]])
     return result
 
 
@@ -219,186 +201,115 @@ def _scan_cost(corpus: Corpus, sample: int) -> dict[str, Any]:
     return run_child(_MODULE, {"task": "scan_cost", "files": files})
 
 
-# -- tables ---------------------------------------------------------------------------------------
-def _summary(cfg: Config, corpus: Corpus) -> str:
-    landed = corpus.pages[: cfg.pages]
-    stop = corpus.pages[cfg.pages]
-    return (
-        f"`extract_interval` (real `FeedClient`, `ExtractRequest`, landing, manifest) walks a chain of "
-        f"{cfg.pages} generated pages of {cfg.items_per_page} items (dataset `{cfg.dataset}`, real 1044 "
-        f"entries; {sum(p.entries for p in landed):,} entries and {sum(p.tombstones for p in landed):,} "
-        f"tombstones in {sum(p.bytes for p in landed) / MB:,.0f} MB; one injected corruption of each of "
-        f"the {len(CORRUPTION_KINDS)} kinds, so {sum(not p.well_formed for p in landed)} pages are not "
-        f"well-formed) served by `LoopbackSite` on 127.0.0.1 from files, plus one older page "
-        f"({stop.bytes / MB:.1f} MB) that stops the walk. Each measurement runs in a fresh Python "
-        f"process; peak RSS is its high-water mark (`VmHWM`; `ru_maxrss` would also count the parent's "
-        f"RSS, inherited across fork and exec), baseline is the same mark after imports, before the run. "
-        f"Medians of {cfg.repeats} runs. Corpus generation is not timed."
-    )
-
-
-def _rate_row(label: str, runs: list[dict[str, Any]]) -> list[str]:
-    secs = median([r["seconds"] for r in runs])
-    pages, size = runs[0]["pages_visited"], runs[0]["bytes_downloaded"]
-    peak = max(r["peak_rss_mb"] for r in runs)
-    base = median([r["baseline_mb"] for r in runs])
+# -- report ---------------------------------------------------------------------------------------
+def _rate_cells(runs: list[dict[str, Any]]) -> list[str]:
+    """pages, MB, seconds, pages/s, MB/s, CPU s, peak RSS MB, over baseline MB of a series (medians)."""
+    secs, pages, size = median([r["seconds"] for r in runs]), runs[0]["pages_visited"], runs[0]["bytes_downloaded"]
+    peak, base = max(r["peak_rss_mb"] for r in runs), median([r["baseline_mb"] for r in runs])
+    cpu = median([r["cpu_s"] for r in runs])
     return [
-        label,
         str(pages),
         f1(size / MB),
         f2(secs),
         f1(pages / secs),
         f1(size / MB / secs),
-        f2(median([r["cpu_s"] for r in runs])),
+        f2(cpu),
         f1(peak),
         f1(peak - base),
     ]
 
 
+_PARTS = {  # the extraction child's timers
+    "download": "download: HTTP GET, sha256, write temp file (`FeedClient.download`)",
+    "scan": "`scan_page` (hardened iterparse; byte scan for broken pages)",
+    "land": "`land_atomically` (fsync + rename)",
+}
+_SCALING: tuple[tuple[str, Callable[[dict[str, Any]], str]], ...] = (  # one row per page size
+    ("target page", lambda p: f"{p['target_bytes'] / (1 << 20):g} MiB"),
+    ("items/page", lambda p: f"{p['clean']['items_per_page']}"),
+    ("pages", lambda p: f"{p['pages']}"),
+    ("mean page MB", lambda p: f2(p["clean"]["mean_page_bytes"] / MB)),
+    ("seconds", lambda p: f2(p["clean"]["run"]["seconds"])),
+    ("MB/s", lambda p: f1(p["clean"]["run"]["bytes_downloaded"] / MB / p["clean"]["run"]["seconds"])),
+    ("peak RSS MB", lambda p: f1(p["clean"]["run"]["peak_rss_mb"])),
+    ("over baseline MB", lambda p: f1(p["clean"]["run"]["peak_rss_mb"] - p["clean"]["run"]["baseline_mb"])),
+    ("Python heap peak MB", lambda p: f2(p["clean"]["trace"]["traced_peak_mb"])),
+    ("1 page not well-formed: peak RSS MB", lambda p: f1(p["not_well_formed"]["run"]["peak_rss_mb"])),
+    ("…: Python heap peak MB", lambda p: f2(p["not_well_formed"]["trace"]["traced_peak_mb"])),
+)
+
+
 def _tables(raw: dict[str, Any]) -> list[Table]:
-    main = raw["main"]
-    ext, ref = main["extract"], main["reference"]
+    main, sc, scaling = raw["main"], raw["scan_cost"], raw["scaling"]
+    ext, ref, trace = main["extract"], main["reference"], main["trace"]
     ext_s, ref_s = median([r["seconds"] for r in ext]), median([r["seconds"] for r in ref])
-    columns = ["run", "pages", "MB", "seconds", "pages/s", "MB/s", "CPU s", "peak RSS MB", "over baseline MB"]
     checks = ext[0]["checks"]
-    trace = main["trace"]
     throughput = Table(
-        title=f"Throughput: {ext[0]['landed']['pages']} pages landed, {ext[0]['pages_visited']} visited",
-        columns=columns,
-        rows=[
-            _rate_row("extract_interval (download, sha256, scan, land, manifest)", ext),
-            _rate_row("reference: requests stream to disk, nothing else", ref),
+        f"Throughput: {ext[0]['landed']['pages']} pages landed, {ext[0]['pages_visited']} visited",
+        ["run", "pages", "MB", "seconds", "pages/s", "MB/s", "CPU s", "peak RSS MB", "over baseline MB"],
+        [
+            ["extract_interval (download, sha256, scan, land, manifest)", *_rate_cells(ext)],
+            ["reference: requests stream to disk, nothing else", *_rate_cells(ref)],
             ["extraction / reference", "", "", f"{ext_s / ref_s:.2f}x", "", "", "", "", ""],
         ],
-        notes=[
+        [
             f"Peak RSS is VmHWM; `ru_maxrss` of the same extraction children reads "
-            f"{f1(max(r['ru_maxrss_mb'] for r in ext))} MB because Linux carries the parent's "
-            "high-water mark (the parent at fork time) across exec.",
-            "Seconds per run: extraction "
-            + ", ".join(f2(r["seconds"]) for r in ext)
-            + "; reference "
-            + ", ".join(f2(r["seconds"]) for r in ref)
-            + ".",
-            f"Counts in the manifest vs the generator's: pages {checks['pages']}, entries "
-            f"{checks['entries']}, tombstones {checks['tombstones']}, "
-            f"not well-formed {checks['not_well_formed']}.",
+            f"{f1(max(r['ru_maxrss_mb'] for r in ext))} MB (Linux carries the parent's high-water mark across exec).",
+            f"Seconds per run: extraction {', '.join(f2(r['seconds']) for r in ext)}; reference "
+            f"{', '.join(f2(r['seconds']) for r in ref)}.",
+            f"Counts in the manifest vs the generator's: pages {checks['pages']}, entries {checks['entries']}, "
+            f"tombstones {checks['tombstones']}, not well-formed {checks['not_well_formed']}.",
             f"Python heap peak (tracemalloc, separate run over {trace['landed']['pages']} pages): "
             f"{f2(trace['traced_peak_mb'])} MB; peak RSS of that run {f1(trace['peak_rss_mb'])} MB.",
         ],
     )
-    parts = [(k, median([r["timers"][k] for r in ext])) for k in ("download", "scan", "land")]
-    other = ext_s - sum(v for _, v in parts)
-    labels = {
-        "download": "download: HTTP GET, sha256, write temp file (`FeedClient.download`)",
-        "scan": "`scan_page` (hardened iterparse; byte scan for broken pages)",
-        "land": "`land_atomically` (fsync + rename)",
-    }
+    parts = {label: median([r["timers"][k] for r in ext]) for k, label in _PARTS.items()}
+    parts["the rest (walk, decisions, manifest, logging)"] = ext_s - sum(parts.values())
     breakdown = Table(
-        title="Where extraction time goes (median run)",
-        columns=["part", "seconds", "share"],
-        rows=[[labels[k], f2(v), f"{v / ext_s:.0%}"] for k, v in parts]
-        + [["the rest (walk, decisions, manifest, logging)", f2(other), f"{other / ext_s:.0%}"]],
+        "Where extraction time goes (median run)",
+        ["part", "seconds", "share"],
+        [[label, f2(v), f"{v / ext_s:.0%}"] for label, v in parts.items()],
     )
-    sc = raw["scan_cost"]
+    passes = {
+        "`scan_page` (hardened iterparse, only the events it needs)": sc["scan_page_s"],
+        "lxml iterparse end events filtered to entry/tombstone tags, same clearing": sc["iterparse_end_tag_s"],
+    }
     scan = Table(
-        title=(
-            f"Scan cost on {sc['pages']} well-formed pages ({f1(sc['bytes'] / MB)} MB, "
-            "page cache warm, best of 3, fresh process)"
-        ),
-        columns=["pass", "seconds", "MB/s"],
-        rows=[
-            [
-                "`scan_page` (hardened iterparse, only the events it needs)",
-                f2(sc["scan_page_s"]),
-                f1(sc["bytes"] / MB / sc["scan_page_s"]),
-            ],
-            [
-                "lxml iterparse end events filtered to entry/tombstone tags, same clearing",
-                f2(sc["iterparse_end_tag_s"]),
-                f1(sc["bytes"] / MB / sc["iterparse_end_tag_s"]),
-            ],
-        ],
+        f"Scan cost on {sc['pages']} well-formed pages ({f1(sc['bytes'] / MB)} MB, page cache warm, best of 3, "
+        "fresh process)",
+        ["pass", "seconds", "MB/s"],
+        [[label, f2(v), f1(sc["bytes"] / MB / v)] for label, v in passes.items()],
     )
-    rows = []
-    for point in raw["scaling"]:
-        clean, broken = point["clean"], point["not_well_formed"]
-        run, brun = clean["run"], broken["run"]
-        rows.append(
-            [
-                f"{point['target_bytes'] / (1 << 20):g} MiB",
-                f"{clean['items_per_page']}",
-                f"{point['pages']}",
-                f2(clean["mean_page_bytes"] / MB),
-                f2(run["seconds"]),
-                f1(run["bytes_downloaded"] / MB / run["seconds"]),
-                f1(run["peak_rss_mb"]),
-                f1(run["peak_rss_mb"] - run["baseline_mb"]),
-                f2(clean["trace"]["traced_peak_mb"]),
-                f1(brun["peak_rss_mb"]),
-                f2(broken["trace"]["traced_peak_mb"]),
-            ]
-        )
-    first, last = raw["scaling"][0], raw["scaling"][-1]
+    first, last = scaling[0], scaling[-1]
 
-    def ratio(variant: str, key: str) -> float:
-        a, b = first[variant], last[variant]
-        pick = (lambda p: p["trace"]["traced_peak_mb"]) if key == "heap" else (lambda p: p["run"]["peak_rss_mb"])
-        return pick(b) / pick(a)
+    def grew(variant: str, what: str) -> str:  # largest page / smallest page
+        pick = (lambda p: p["trace"]["traced_peak_mb"]) if what == "heap" else (lambda p: p["run"]["peak_rss_mb"])
+        return f"{pick(last[variant]) / pick(first[variant]):.2f}x"
 
-    grew = last["clean"]["mean_page_bytes"] / first["clean"]["mean_page_bytes"]
-    scaling = Table(
-        title=f"Peak memory vs page size (dataset `{raw['config']['scaling_dataset']}`, real 643 entries)",
-        columns=[
-            "target page",
-            "items/page",
-            "pages",
-            "mean page MB",
-            "seconds",
-            "MB/s",
-            "peak RSS MB",
-            "over baseline MB",
-            "Python heap peak MB",
-            "1 page not well-formed: peak RSS MB",
-            "…: Python heap peak MB",
-        ],
-        rows=rows,
-        notes=[
-            f"Largest/smallest page: {grew:.1f}x bigger pages; clean: peak RSS "
-            f"{ratio('clean', 'rss'):.2f}x, Python heap {ratio('clean', 'heap'):.2f}x; "
-            f"with one page not well-formed: peak RSS {ratio('not_well_formed', 'rss'):.2f}x, "
-            f"Python heap {ratio('not_well_formed', 'heap'):.2f}x.",
+    size = last["clean"]["mean_page_bytes"] / first["clean"]["mean_page_bytes"]
+    memory = spec_table(
+        f"Peak memory vs page size (dataset `{raw['config']['scaling_dataset']}`, real 643 entries)",
+        _SCALING,
+        scaling,
+        [
+            f"Largest/smallest page: {size:.1f}x bigger pages; clean: peak RSS {grew('clean', 'rss')}, Python heap "
+            f"{grew('clean', 'heap')}; with one page not well-formed: peak RSS {grew('not_well_formed', 'rss')}, "
+            f"Python heap {grew('not_well_formed', 'heap')}.",
             "Peak RSS from the timed run; Python heap from a separate tracemalloc run over the same pages "
             "(tracemalloc sees Python objects only, not libxml2's C buffers).",
         ],
     )
-    return [throughput, breakdown, scan, scaling]
-
-
-def _findings(raw: dict[str, Any]) -> list[str]:
-    ext = raw["main"]["extract"]
-    secs = median([r["seconds"] for r in ext])
-    cpu = median([r["cpu_s"] for r in ext])
-    scan_s = median([r["timers"]["scan"] for r in ext])
-    ref_rate = median([r["bytes_downloaded"] / MB / r["seconds"] for r in raw["main"]["reference"]])
-    sc = raw["scan_cost"]
-    scan_rate = sc["bytes"] / MB / sc["scan_page_s"]
-    floor_rate = sc["bytes"] / MB / sc["iterparse_end_tag_s"]
-    last = raw["scaling"][-1]
-    grow = last["not_well_formed"]["run"]["peak_rss_mb"] - last["clean"]["run"]["peak_rss_mb"]
-    return [
-        f"Extraction is CPU-bound on one core: {f2(cpu)} s of CPU in {f2(secs)} s of wall time, "
-        f"{scan_s / secs:.0%} of it in `scan_page`, while the same pages arrive over loopback at "
-        f"{f1(ref_rate)} MB/s. Download and scan run one after the other, page by page.",
-        f"`scan_page` runs at {f1(scan_rate)} MB/s; an iterparse that only asks lxml for "
-        f"entry/tombstone end events runs at {f1(floor_rate)} MB/s on the same pages (the floor: "
-        "what is left is libxml2 building each record's tree).",
-        f"A page that is not well-formed goes through `_byte_scan`, which streams the file in 1 MiB "
-        f"chunks: at {last['not_well_formed']['max_page_bytes'] / MB:.0f} MB pages it adds {f1(grow)} MB "
-        "of peak RSS over a clean page. Clean pages keep peak RSS flat whatever their size.",
-    ]
+    return [throughput, breakdown, scan, memory]
 
 
 # -- children -------------------------------------------------------------------------------------
+def _process_facts(t0: float, cpu0: float, baseline: float) -> dict[str, float]:
+    """Wall and CPU seconds since `t0`/`cpu0`, and this process's memory marks (see `_common`)."""
+    seconds, cpu = time.perf_counter() - t0, cpu_seconds() - cpu0
+    memory = {"peak_rss_mb": peak_rss_mb(), "ru_maxrss_mb": ru_maxrss_mb(), "baseline_mb": baseline}
+    return {"seconds": seconds, "cpu_s": cpu, **memory}
+
+
 def _child_extract(p: dict[str, Any]) -> dict[str, Any]:
     import tracemalloc
 
@@ -440,7 +351,7 @@ def _child_extract(p: dict[str, Any]) -> dict[str, Any]:
     config = ClientConfig(base_url=p["base_url"], max_retries=1, backoff_base=0.1)
     with FeedClient(config, request.dataset.key) as client:
         manifest = ex.extract_interval(client, request)
-    seconds, cpu = time.perf_counter() - t0, cpu_seconds() - cpu0
+    facts = _process_facts(t0, cpu0, baseline)
     traced = tracemalloc.get_traced_memory()[1] / MB if p["tracemalloc"] else None
     landed = {
         "pages": len(manifest.pages),
@@ -449,12 +360,7 @@ def _child_extract(p: dict[str, Any]) -> dict[str, Any]:
         "not_well_formed": sum(not pg.well_formed for pg in manifest.pages),
     }
     checks = {k: f"{landed[k]:,} of {v:,}" + ("" if landed[k] == v else " MISMATCH") for k, v in p["expect"].items()}
-    return {
-        "seconds": seconds,
-        "cpu_s": cpu,
-        "peak_rss_mb": peak_rss_mb(),
-        "ru_maxrss_mb": ru_maxrss_mb(),
-        "baseline_mb": baseline,
+    return facts | {
         "traced_peak_mb": traced,
         "pages_visited": manifest.pages_visited,
         "stop_reason": manifest.stop_reason,
@@ -516,15 +422,7 @@ def _child_reference(p: dict[str, Any]) -> dict[str, Any]:
                         size += len(chunk)
                         fh.write(chunk)
             sizes.append(size)
-    return {
-        "seconds": time.perf_counter() - t0,
-        "cpu_s": cpu_seconds() - cpu0,
-        "peak_rss_mb": peak_rss_mb(),
-        "ru_maxrss_mb": ru_maxrss_mb(),
-        "baseline_mb": baseline,
-        "pages_visited": len(sizes),
-        "bytes_downloaded": sum(sizes),
-    }
+    return _process_facts(t0, cpu0, baseline) | {"pages_visited": len(sizes), "bytes_downloaded": sum(sizes)}
 
 
 if __name__ == "__main__":
