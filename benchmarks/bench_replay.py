@@ -1,32 +1,19 @@
 """Replay benchmark: dead letters replayed into Silver against the same records ingested from pages.
 
-Corpus: `benchmarks.pagegen` pages of real entries (dataset `agregadas`, pool `1044`) where a known share
-of the entries have one amount written as `N/A` (`na_amount`): the ingest rejects each at stage
-`validation` (`invalid_amount`) as one record-level dead letter and accepts it once the amount is put
-back. Everything runs in one fresh child interpreter and one SparkSession (`local[2]`, `get_session`):
-
-1. `run_ingest` of the broken corpus (the JVM's first Delta work, reported as context), then the fix a
-   person makes (docs/runbook.md, "Fixing a record by hand"), in bulk: one Delta MERGE that puts the
-   corrected XML in each dead letter's `raw_record` and sets `status = 'fixed'`. That lake is the template.
-2. The same corrected records as pages: each broken page's own header (the same namespace declarations)
-   and its corrected entries, nothing else; landed with a manifest as extraction does.
-3. Timed in ABBA order (replay, ingest, ingest, replay, ...) so drift and other sessions' load hit both
-   alike, each on its own copy of the template: `run_replay(error_types=('invalid_amount',))` and the
-   same request again (selects nothing: the cost of an idempotent no-op); the reference, `run_ingest` of
-   the corrected pages into the same lake (same records, same starting tables, same end state); once, in
-   the middle, the same ingest into a fresh lake.
-4. Checks: every dead letter recovered, the no-op selects none, replayed Silver rows = ingested ones
-   (count and xxhash64 over every column but the lineage ones). Then, in the driver alone,
-   `route_dead_letters` (batches of 4) against `route_page` on the same records: the parse without Spark.
-
-Where a run's time goes comes from Delta's own metrics (each commit's `operationMetrics` in the table
-history, MERGE `executionTimeMs`; the rest is wall time minus MERGEs): no provider function is wrapped.
-Memory is the child's whole process tree (`_common.ProcessTree`), high-water marks reset before each run.
+Corpus (`benchmarks.pagegen`, dataset `agregadas`, pool `1044`): a known share of the entries have one amount
+written as `N/A`, so the ingest makes each one `validation`/`invalid_amount` dead letter. In one fresh child
+and one SparkSession (`local[2]`): `run_ingest` of that corpus, then the person's fix in bulk (docs/runbook.md,
+"Fixing a record by hand"), one Delta MERGE; that lake is the template. Reference: `run_ingest` of the same
+corrected records as pages (each broken page's header and its corrected entries). ABBA order, each run on its
+own copy of the template: `run_replay`, the same replay again (a no-op), the same-lake ingest; once, a
+fresh-lake ingest. Checked: every dead letter recovered, the no-op selects none, replayed Silver rows =
+ingested ones (count and xxhash64 over every column but lineage). Where the time goes comes from Delta's own
+metrics (MERGE `executionTimeMs` in the table history), no provider function is wrapped; memory is the
+child's whole process tree (`_common.ProcessTree`).
 """
 
 from __future__ import annotations
 
-import gc
 import re
 import shutil
 import tempfile
@@ -43,19 +30,22 @@ from benchmarks._common import (
     ProcessTree,
     Table,
     abba,
-    busy_cpu_seconds,
     child_main,
+    corpus_facts,
+    f2,
+    measure_tree,
+    memory_cells,
+    run_child,
+    wait_for_quiet,
+)
+from benchmarks._lake import (
     delta_commits,
     delta_versions,
-    f2,
     hash_all,
     land_template,
     link_lake,
-    memory_cells,
     merge_seconds,
-    run_child,
     spark_session,
-    wait_for_quiet,
 )
 from benchmarks.pagegen import NA_AMOUNT, Corpus, generate_corpus
 
@@ -128,10 +118,7 @@ def prepare(tmp: Path, cfg: Config) -> dict[str, Any]:
         "broken_template": str(land_template(broken, tmp / "bronze-broken")),
         "fixed_template": str(land_template(fixed_view, tmp / "bronze-fixed")),
         "corpus": {
-            "pages": len(broken.pages),
-            "entries": broken.total_entries,
-            "tombstones": broken.total_tombstones,
-            "bytes": broken.bytes,
+            **{k: v for k, v in corpus_facts(broken).items() if k in ("pages", "entries", "tombstones", "bytes")},
             "broken": len(fixes),
             "fixed_pages": len(fixed_pages),
             "fixed_bytes": sum(p.stat().st_size for p in fixed_pages),
@@ -180,32 +167,14 @@ def corrected_pages(corpus: Corpus, fixes: dict[str, dict[str, str]], out: Path)
 
 # -- child ----------------------------------------------------------------------------------------
 def _timed_run(fn: Callable[[], Any], spark: Any, lake: Path, tree: ProcessTree) -> dict[str, Any]:
-    """One timed run: wall, CPU of the process tree, peak memory, the Delta commits it made (with their
-    MERGE times, from the table history), and the CPU other sessions used meanwhile (the noise)."""
+    """One timed run (`_common.measure_tree`) and the Delta commits it made, with their MERGE times."""
     since = delta_versions(spark, lake)
-    gc.collect()
-    tree.reset()
-    tree.start()
-    busy0, t = busy_cpu_seconds(), time.perf_counter()
-    try:
-        summary = fn()
-    finally:
-        seconds = time.perf_counter() - t
-        tree.stop()
-    cpu = tree.cpu_seconds()
-    other = max(busy_cpu_seconds() - busy0 - cpu, 0.0) / seconds
+    summary, measured = measure_tree(fn, tree)
     commits = delta_commits(spark, lake, since)
     if isinstance(summary, dict):  # the counts stay; entry id lists and paths do not
         summary = {k: v for k, v in summary.items() if k not in ("recovered_entries", "summary_file")}
-    return {
-        "seconds": seconds,
-        "cpu_s": cpu,
-        "other_cores": other,
-        "tree": tree.report(),
-        "merges": merge_seconds(commits),
-        "commits": [(c["table"], c["operation"]) for c in commits],
-        "summary": summary,
-    }
+    commit_names = [(c["table"], c["operation"]) for c in commits]
+    return measured | {"merges": merge_seconds(commits), "commits": commit_names, "summary": summary}
 
 
 def fix_dead_letters(spark: Any, lake: Path, fixes: dict[str, dict[str, str]]) -> int:
@@ -253,51 +222,6 @@ def silver_checksums(spark: Any, lake: Path, entry_ids: list[str]) -> dict[str, 
         df = spark.read.format("delta").load(str(table_path(lake, table))).join(ids, "entry_id")
         (row,) = hash_all(df.select(*[f"`{c}`" for c in sorted(df.columns) if c not in _LINEAGE]))
         out[table] = [int(row["n"]), int(row["h"] or 0)]
-    return out
-
-
-def _single_process(spark: Any, lake: Path, pages: list[Path]) -> dict[str, Any]:
-    """The per-record parse without Spark, in this process (one core): `route_dead_letter` over the
-    fixed dead letters vs `route_page` over the corrected pages (best of 2 each, after a small warm pass)."""
-    from placsp_provider.datasets import get_dataset
-    from placsp_provider.lake import table_path
-    from placsp_provider.parser.page_parser import parse_dead_letter, parse_page
-    from placsp_provider.spark.routing import REPLAY_INPUT_COLUMNS, route_dead_letters, route_page
-
-    ds = get_dataset(_DATASET)
-    letters = [
-        r.asDict()
-        for r in spark.read.format("delta")
-        .load(str(table_path(lake, "dead_letters")))
-        .where(f"dataset = '{_DATASET}' AND status = 'fixed'")
-        .select(*REPLAY_INPUT_COLUMNS)
-        .collect()
-    ]
-    datas = [(p.name, p.read_bytes()) for p in pages]
-    jobs: dict[str, Callable[[], Any]] = {
-        # As mapInArrow hands them over: batches of spark.sql.execution.arrow.maxRecordsPerBatch (4).
-        "route_dead_letter": lambda: [
-            route_dead_letters(letters[i : i + 4], dataset=ds) for i in range(0, len(letters), 4)
-        ],
-        "parse_dead_letter": lambda: [parse_dead_letter(d, dataset=ds) for d in letters],
-        "route_page": lambda: [route_page(b, dataset=ds, source_file=n) for n, b in datas],
-        "parse_page": lambda: [parse_page(b, dataset=ds, source_file=n) for n, b in datas],
-    }
-    out: dict[str, Any] = {"records": len(letters), "pages": len(datas)}
-    route_dead_letters(letters[:20], dataset=ds)  # imports, lxml and pyarrow first calls: not timed
-    route_page(datas[0][1], dataset=ds, source_file=datas[0][0])
-    for name, job in jobs.items():
-        runs = []
-        for _ in range(2):
-            gc.collect()
-            t = time.perf_counter()
-            result = job()
-            runs.append(time.perf_counter() - t)
-        out[name] = min(runs)
-        if name == "route_dead_letter":
-            out["batches_per_record"] = sum(len(b) for b in result) / max(len(letters), 1)
-        elif name == "route_page":
-            out["batches_per_page"] = sum(len(b) for b in result) / max(len(datas), 1)
     return out
 
 
@@ -349,7 +273,6 @@ def replay_vs_ingest(spark: Any, p: dict[str, Any]) -> dict[str, Any]:
     ids = sorted(fixes)
     out["checksums"] = {what: silver_checksums(spark, lake, ids) for what, lake in lakes.items()}
     _check(out)
-    out["single_process"] = _single_process(spark, base, sorted(Path(p["fixed_template"]).rglob("*.atom")))
     shutil.rmtree(work, ignore_errors=True)
     return out
 
@@ -390,7 +313,6 @@ _RUNS = {
 }
 _COLUMNS = "run|records|seconds|records/s|speed vs ingest (same lake)|CPU s|other sessions (cores)|peak RSS MB"
 _OUTSIDE = "replay vs ingest outside Delta MERGEs (selection or page reading, parse, counts), on Spark (speed)"
-_ONE_PROCESS = "`route_dead_letters` per record vs `route_page` per page, one process (speed)"
 
 
 def report(
@@ -439,14 +361,8 @@ def _parts(run: dict[str, Any], replay: bool) -> dict[str, float]:
     return out | {_REST: run["seconds"] - sum(out.values())}
 
 
-def _second(run: dict[str, Any], table: str) -> float | None:
-    """Seconds of the run's second MERGE into `table` (for entries: the tombstone apply)."""
-    times = [sec for name, sec in run["merges"] if name == table]
-    return times[1] if len(times) > 1 else None
-
-
 def _tables(c: dict[str, Any], ms: dict[str, Any]) -> list[Table]:
-    n, sums, one = ms["broken"], ms["checksums"], ms["single_process"]
+    n, sums = ms["broken"], ms["checksums"]
     best = {key: _best(ms[key]) for key in _RUNS if ms[key]}
     replay, noop, same, fresh = best["replay"], best["noop"], best["ingest_same"], best.get("ingest_fresh")
 
@@ -489,30 +405,21 @@ def _tables(c: dict[str, Any], ms: dict[str, Any]) -> list[Table]:
         ("ingest into the same lake vs into a fresh lake (time)", same, fresh),
         ("no-op replay / replay (time)", noop, replay),
     ]
-    wall_only = [  # label, ratio of wall times: no CPU time of their own
-        (_OUTSIDE, i_parts[_REST] / r_parts[_REST]),
-        (_ONE_PROCESS, one["route_page"] / one["route_dead_letter"]),
-    ]
     ratio_table = Table(
         "Ratios (same run)",
         ["ratio", "wall time", "CPU time"],
         [_ratio(label, ref, run) for label, ref, run in ratios if ref and run]
-        + [[label, f"{value:.2f}x", ""] for label, value in wall_only],
+        + [[_OUTSIDE, f"{i_parts[_REST] / r_parts[_REST]:.2f}x", ""]],  # wall time only: no CPU of its own
         [
             "Speed: reference seconds / replay seconds (below 1: the replay is slower); time: first / second. CPU "
-            "ratios (the process tree's CPU) move less than wall time when other sessions load the machine.",
-            f"One process, one core, the same {one['records']:,} records: `route_dead_letters` (batches of 4) "
-            f"{f2(one['route_dead_letter'])} s ({one['batches_per_record']:.1f} Arrow batches per record; "
-            f"`parse_dead_letter` alone {f2(one['parse_dead_letter'])} s), `route_page` over the {one['pages']} "
-            f"corrected pages {f2(one['route_page'])} s ({one['batches_per_page']:.1f} batches per page; "
-            f"`parse_page` alone {f2(one['parse_page'])} s). The replay's re-parse repartitions over the cores.",
+            "ratios (the process tree's CPU) move less than wall time when other sessions load the machine."
         ],
     )
 
-    def cells(part: tuple[str, float], total: float) -> list[str]:
-        return [part[0], f2(part[1]), f"{part[1] / total:.0%}"] if part[0] else ["", "", ""]
+    def cells(parts: dict[str, float], i: int, total: float) -> list[str]:
+        label, sec = list(parts.items())[i] if i < len(parts) else ("", 0.0)
+        return [label, f2(sec), f"{sec / total:.0%}"] if label else ["", "", ""]
 
-    pad = [("", 0.0)] * 4
     merges = "; ".join(
         f"{_RUNS[k]} ({len(r['merges'])}) " + ", ".join(f"{t} {f2(sec)}" for t, sec in r["merges"])
         for k, r in best.items()
@@ -522,10 +429,7 @@ def _tables(c: dict[str, Any], ms: dict[str, Any]) -> list[Table]:
         f"Where the time goes (best runs: replay {f2(replay['seconds'])} s, same-lake ingest "
         f"{f2(same['seconds'])} s), from Delta's table history",
         ["replay part", "seconds", "share", "ingest part", "seconds", "share"],
-        [
-            cells(r, replay["seconds"]) + cells(i, same["seconds"])
-            for r, i in zip([*r_parts.items(), *pad][:4], [*i_parts.items(), *pad][:4], strict=True)
-        ],
+        [cells(r_parts, i, replay["seconds"]) + cells(i_parts, i, same["seconds"]) for i in range(4)],
         [
             f"Delta MERGEs by target table, seconds (`executionTimeMs` of each commit): {merges}. No-op replay "
             f"({f2(noop['seconds'])} s), commits: {', '.join(f'{t} {op}' for t, op in noop['commits']) or 'none'}."
@@ -535,13 +439,13 @@ def _tables(c: dict[str, Any], ms: dict[str, Any]) -> list[Table]:
 
 
 def _findings(ms: dict[str, Any]) -> list[str]:
-    """What the tables do not show at a glance."""
-    apply_r, apply_i = _second(_best(ms["replay"]), "entries"), _second(_best(ms["ingest_same"]), "entries")
-    if apply_r is None or apply_i is None or apply_r <= 1.5 * apply_i:
+    """What the tables do not show at a glance: the second MERGE on `entries` (the tombstone apply)."""
+    r, i = ([sec for t, sec in _best(ms[k])["merges"] if t == "entries"][1:2] for k in ("replay", "ingest_same"))
+    if not (r and i) or r[0] <= 1.5 * i[0]:
         return []
     return [
         f"The second MERGE on `entries` (the tombstones applied to the entries the batch touched) takes "
-        f"{f2(apply_r)} s in the replay against {f2(apply_i)} s in the same-lake ingest, on the same tables."
+        f"{f2(r[0])} s in the replay against {f2(i[0])} s in the same-lake ingest, on the same tables."
     ]
 
 

@@ -39,18 +39,20 @@ from benchmarks._common import (
     child_main,
     corpus_facts,
     cpu_seconds,
-    delta_commits,
     f1,
     f2,
+    memory_cells,
+    peak_rss_mb,
+    run_child_measured,
+    wait_for_quiet,
+)
+from benchmarks._lake import (
+    delta_commits,
     hash_all,
     land_template,
     link_lake,
-    memory_cells,
     merge_seconds,
-    peak_rss_mb,
-    run_child_measured,
     spark_session,
-    wait_for_quiet,
 )
 from benchmarks.pagegen import Corpus, generate_corpus
 
