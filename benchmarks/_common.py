@@ -1,7 +1,8 @@
 """What every benchmark shares: result types, machine facts, fresh-subprocess measurements.
 
 A benchmark module exposes `NAME`, `TITLE` and `run(quick: bool = False) -> BenchResult`;
-`benchmarks.run` does the rest (printing, JSON, docs/benchmarks.md).
+`benchmarks.run` does the rest (printing, JSON, docs/benchmarks.md). Lakes, Spark and Delta helpers
+for the Spark benchmarks are in `benchmarks/_lake.py`.
 
 Memory is measured in a fresh child process per measurement (`python -m <module> --child spec.json`),
 so the high-water mark belongs to that measurement alone. It is read from `VmHWM` in
@@ -13,7 +14,7 @@ prints one JSON line as the last line of its stdout.
 
 from __future__ import annotations
 
-import hashlib
+import gc
 import json
 import os
 import platform
@@ -25,7 +26,7 @@ import tempfile
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -194,6 +195,44 @@ def f1(value: float) -> str:
 
 def f2(value: float) -> str:
     return f"{value:,.2f}"
+
+
+def spec_table(
+    title: str, spec: Sequence[tuple[str, Callable[[Any], str]]], items: Iterable[Any], notes: Iterable[str] = ()
+) -> Table:
+    """A table from a spec: one (column, cell of an item) pair per column, one row per item."""
+    return Table(title, [column for column, _ in spec], [[cell(i) for _, cell in spec] for i in items], list(notes))
+
+
+def memory_cells(m: dict[str, Any]) -> tuple[str, str]:
+    """(peak RSS MB, detail) of a measurement: its process tree (`ProcessTree.report()` under "tree") or
+    one process (`peak_rss_mb` and `baseline_mb`)."""
+    tree = m.get("tree")
+    if not tree:
+        return f1(m["peak_rss_mb"]), f"one process; {f1(m['peak_rss_mb'] - m['baseline_mb'])} over its baseline"
+    workers = (
+        f"Python workers {f1(tree['workers_hwm_max_mb'])} max / {f1(tree['workers_hwm_sum_mb'])} sum "
+        f"({tree['workers']} processes), "
+        if tree["workers"]
+        else "no Python workers, "
+    )
+    note = f"; {m['tree_note']}" if m.get("tree_note") else ""
+    return f1(tree["peak_total_mb"]), (
+        f"{f1(tree['baseline_total_mb'])} before the run; JVM {f1(tree['jvm_hwm_mb'])}, {workers}"
+        f"driver {f1(tree['driver_hwm_mb'])}{note}"
+    )
+
+
+def corpus_facts(corpus: Corpus) -> dict[str, Any]:
+    """What a generated corpus holds, for the raw JSON."""
+    return {
+        "pages": len(corpus.pages),
+        "entries": corpus.total_entries,
+        "tombstones": corpus.total_tombstones,
+        "bytes": corpus.bytes,
+        "not_well_formed_pages": sum(not p.well_formed for p in corpus.pages),
+        "corruptions": [c.kind for c in corpus.ground_truth],
+    }
 
 
 # -- process measurement (shared by the Spark benchmarks) -------------------------------------------
@@ -397,6 +436,23 @@ class ProcessTree:
         }
 
 
+def measure_tree(fn: Callable[[], Any], tree: ProcessTree) -> tuple[Any, dict[str, Any]]:
+    """Run `fn` once; return its result and the run's wall seconds, CPU of the process tree, peak memory
+    (`tree.report()`, high-water marks reset first) and the cores other sessions used meanwhile (the noise)."""
+    gc.collect()
+    tree.reset()
+    tree.start()
+    busy0, t = busy_cpu_seconds(), time.perf_counter()
+    try:
+        result = fn()
+    finally:
+        seconds = time.perf_counter() - t
+        tree.stop()
+    cpu = tree.cpu_seconds()
+    other = max(busy_cpu_seconds() - busy0 - cpu, 0.0) / seconds
+    return result, {"seconds": seconds, "cpu_s": cpu, "other_cores": other, "tree": tree.report()}
+
+
 def abba(repeats: int, a: str, b: str) -> list[str]:
     """a, b, b, a, a, b, ...: `repeats` runs of each, alternating pairs (linear drift hits both alike)."""
     order: list[str] = []
@@ -405,79 +461,3 @@ def abba(repeats: int, a: str, b: str) -> list[str]:
         order += list(pair)
         pair = pair[::-1]
     return order
-
-
-def land_template(corpus: Corpus, root: Path) -> Path:
-    """Bronze pages + one manifest, laid out as extraction does; children hard-link it into a fresh lake."""
-    from placsp_provider.bronze.manifest import LandedPage, Manifest
-    from placsp_provider.datasets import get_dataset
-    from placsp_provider.feed.page_scan import scan_page
-    from placsp_provider.feed.timestamps import isoformat
-    from placsp_provider.lake import manifests_dir, page_file
-
-    ds = get_dataset(corpus.dataset_key)
-    stamp = isoformat(datetime(2025, 11, 28, tzinfo=UTC))
-    manifest = Manifest(ds.key, ds.syndication_id, "bench", stamp, stamp, stamp, "bench")
-    for path in corpus.files:
-        sha = hashlib.sha256(path.read_bytes()).hexdigest()
-        final = page_file(root, ds.key, path.name, sha)
-        final.parent.mkdir(parents=True, exist_ok=True)
-        os.link(path, final)
-        scan = scan_page(final)
-        manifest.pages.append(
-            LandedPage.from_scan(
-                scan,
-                url=f"bench://{path.name}",
-                file=str(final.relative_to(root)),
-                size=path.stat().st_size,
-                sha256=sha,
-                source="feed",
-                newly_landed=True,
-            )
-        )
-    mpath = manifests_dir(root, ds.key) / "bench.json"
-    mpath.parent.mkdir(parents=True, exist_ok=True)
-    mpath.write_text(manifest.to_json())
-    return root
-
-
-# -- Delta's own metrics ---------------------------------------------------------------------------
-def lake_tables(lake: Path) -> dict[str, Path]:
-    """Every Delta table of a lake (Silver, dead letters, reconciliation), by name."""
-    from placsp_provider.lake import SILVER_TABLES, table_path
-
-    return {t: table_path(lake, t) for t in (*SILVER_TABLES, "dead_letters", "reconciliation")}
-
-
-def delta_versions(spark: Any, lake: Path) -> dict[str, int]:
-    """The current version of each table of the lake (-1 where it does not exist yet)."""
-    from delta.tables import DeltaTable
-
-    out = {}
-    for table, path in lake_tables(lake).items():
-        exists = (path / "_delta_log").is_dir()
-        out[table] = DeltaTable.forPath(spark, str(path)).history(1).collect()[0]["version"] if exists else -1
-    return out
-
-
-def delta_commits(spark: Any, lake: Path, since: dict[str, int]) -> list[dict[str, Any]]:
-    """The commits made to the lake's tables after `since` (see `delta_versions`), each with Delta's own
-    `operationMetrics` (MERGE: `executionTimeMs`, rows inserted/updated/deleted), ordered by table and
-    version. This is how a benchmark learns where a run's time went without touching provider code."""
-    from delta.tables import DeltaTable
-
-    out = []
-    for table, path in lake_tables(lake).items():
-        if not (path / "_delta_log").is_dir():
-            continue
-        history = DeltaTable.forPath(spark, str(path)).history().select("version", "operation", "operationMetrics")
-        for r in sorted(history.collect(), key=lambda r: r["version"]):
-            if r["version"] > since.get(table, -1):
-                metrics = {k: int(v) for k, v in (r["operationMetrics"] or {}).items() if str(v).isdigit()}
-                out.append({"table": table, "version": r["version"], "operation": r["operation"], "metrics": metrics})
-    return out
-
-
-def merge_seconds(commits: list[dict[str, Any]]) -> list[tuple[str, float]]:
-    """(table, seconds) of every MERGE among `commits`, from Delta's `executionTimeMs`."""
-    return [(c["table"], c["metrics"].get("executionTimeMs", 0) / 1e3) for c in commits if c["operation"] == "MERGE"]

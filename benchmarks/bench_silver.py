@@ -23,7 +23,6 @@ are a static section of docs/benchmarks.md.
 from __future__ import annotations
 
 import gc
-import os
 import shutil
 import tempfile
 import time
@@ -38,15 +37,22 @@ from benchmarks._common import (
     ProcessTree,
     Table,
     child_main,
+    corpus_facts,
     cpu_seconds,
-    delta_commits,
     f1,
     f2,
-    land_template,
-    merge_seconds,
+    memory_cells,
     peak_rss_mb,
     run_child_measured,
     wait_for_quiet,
+)
+from benchmarks._lake import (
+    delta_commits,
+    hash_all,
+    land_template,
+    link_lake,
+    merge_seconds,
+    spark_session,
 )
 from benchmarks.pagegen import Corpus, generate_corpus
 
@@ -105,7 +111,7 @@ def run(quick: bool = False) -> BenchResult:
         }
         measures = {key: _quietest(cfg, {**base, "task": key, **payload}, noise) for key, payload in spec.items()}
     measures["spark_ingest"]["small_entries"] = warm.total_entries
-    raw = {"config": cfg.__dict__, "quick": quick, "corpus": _corpus_json(clean), "measures": measures, "noise": noise}
+    raw = {"config": cfg.__dict__, "quick": quick, "corpus": corpus_facts(clean), "measures": measures, "noise": noise}
     return BenchResult(
         name=NAME,
         title=TITLE,
@@ -141,34 +147,6 @@ def _quietest(cfg: Config, payload: dict[str, Any], noise: dict[str, float]) -> 
     return best
 
 
-def _corpus_json(corpus: Corpus) -> dict[str, Any]:
-    return {
-        "pages": len(corpus.pages),
-        "entries": corpus.total_entries,
-        "tombstones": corpus.total_tombstones,
-        "bytes": corpus.bytes,
-        "not_well_formed_pages": sum(not p.well_formed for p in corpus.pages),
-        "corruptions": [c.kind for c in corpus.ground_truth],
-    }
-
-
-def _mem(m: dict[str, Any]) -> tuple[str, str]:
-    tree = m.get("tree")
-    if tree:
-        note = f"; {m['tree_note']}" if m.get("tree_note") else ""
-        return f1(tree["peak_total_mb"]), (
-            f"{f1(tree['baseline_total_mb'])} before the run; JVM {f1(tree['jvm_hwm_mb'])}, "
-            + (
-                f"Python workers {f1(tree['workers_hwm_max_mb'])} max / {f1(tree['workers_hwm_sum_mb'])} sum "
-                f"({tree['workers']} processes), "
-                if tree["workers"]
-                else "no Python workers, "
-            )
-            + f"driver {f1(tree['driver_hwm_mb'])}{note}"
-        )
-    return f1(m["peak_rss_mb"]), f"one process; {f1(m['peak_rss_mb'] - m['baseline_mb'])} over its baseline"
-
-
 # -- report ---------------------------------------------------------------------------------------
 def _summary(cfg: Config, clean: Corpus, noise: dict[str, float]) -> str:
     return (
@@ -196,7 +174,7 @@ def _tables(raw: dict[str, Any]) -> list[Table]:
     def row(label: str, m: dict[str, Any], cores: str, key: str | None = None) -> list[str]:
         sec = m[f"{key}_s"] if key else m["best_s"]
         cpu = m[f"{key}_cpu"] if key else m["cpu_s_best"]
-        peak, detail = _mem(m)
+        peak, detail = memory_cells(m)
         return [
             label,
             cores,
@@ -339,31 +317,6 @@ def _findings(raw: dict[str, Any]) -> list[str]:
 
 
 # -- children: shared ------------------------------------------------------------------------------
-def _session(cores: int, extra: dict[str, str] | None = None) -> Any:
-    os.environ.setdefault("PLACSP_SPARK_LOG_LEVEL", "ERROR")
-    from placsp_provider.spark.session import get_session
-
-    conf = {"spark.master": f"local[{cores}]"}
-    return get_session("placsp-bench-silver", extra={**conf, **(extra or {})})
-
-
-def _hash_all(df: Any, group: str | None = None, common: tuple[str, ...] = ()) -> list[Any]:
-    """Materialise every column: per group, the count and the XOR of xxhash64 over all columns (nested
-    fields included); `common` adds a second checksum over those columns only (to compare frames)."""
-    from pyspark.sql import functions as sf
-
-    cols = [sf.col(f"`{c}`") for c in df.columns]
-    hashes = [sf.xxhash64(*cols).alias("_h")]
-    aggs = [sf.count("*").alias("n"), sf.bit_xor("_h").alias("h")]
-    if common:
-        hashes.append(sf.xxhash64(*[sf.col(f"`{c}`") for c in common]).alias("_hc"))
-        aggs.append(sf.bit_xor("_hc").alias("hc"))
-    hashed = df.select(*([sf.col(group).alias("_g")] if group else []), *hashes)
-    if group:
-        return hashed.groupBy("_g").agg(*aggs).collect()
-    return hashed.agg(*aggs).collect()
-
-
 def _warm_page_cache(files: list[str]) -> None:
     for f in files:
         with open(f, "rb") as fh:
@@ -523,8 +476,8 @@ def _routed_frame(spark: Any, files: list[str]) -> Any:
 
 def _child_spark_route(p: dict[str, Any]) -> dict[str, Any]:
     """The provider's router over every page, `repeats` times in one warm session."""
-    spark = _session(p["cores"])
-    _hash_all(_routed_frame(spark, p["warm_files"]), "kind")
+    spark = spark_session("placsp-bench-silver", p["cores"])
+    hash_all(_routed_frame(spark, p["warm_files"]), "kind")
     _warm_page_cache(p["files"])
     frame = _routed_frame(spark, p["files"])
     tree = ProcessTree()
@@ -534,7 +487,7 @@ def _child_spark_route(p: dict[str, Any]) -> dict[str, Any]:
     for _ in range(p["repeats"]):
         gc.collect()
         cpu0, t = tree.cpu_seconds(), time.perf_counter()
-        last = _hash_all(frame, "kind")
+        last = hash_all(frame, "kind")
         runs.append(time.perf_counter() - t)
         tree.sample()
         cpus.append(tree.cpu_seconds() - cpu0)
@@ -559,13 +512,12 @@ def _child_spark_ingest(p: dict[str, Any]) -> dict[str, Any]:
     from placsp_provider.datasets import get_dataset
     from placsp_provider.spark.silver_job import IngestRequest, run_ingest
 
-    spark = _session(p["cores"])
+    spark = spark_session("placsp-bench-silver", p["cores"])
     ds = get_dataset(_DATASET)
 
     def ingest(template: str, lake: Path, group: str) -> tuple[float, dict[str, Any]]:
         shutil.rmtree(lake, ignore_errors=True)
-        _link_tree(Path(template), lake)
-        manifests = tuple(sorted((lake / "bronze" / ds.key / "manifests").glob("*.json")))
+        manifests = tuple(sorted(link_lake(Path(template), lake)))
         spark.sparkContext.setJobGroup(group, "bench ingest")
         t = time.perf_counter()
         summary = run_ingest(spark, IngestRequest(ds, lake, "bench", manifests=manifests))
@@ -604,19 +556,6 @@ def _child_spark_ingest(p: dict[str, Any]) -> dict[str, Any]:
         "warm_s": warm_s,
         "small": {"seconds": small_s, "merge_execution_s": small["merge_execution_s"]},
     }
-
-
-def _link_tree(src: Path, dst: Path) -> None:
-    for path in src.rglob("*"):
-        target = dst / path.relative_to(src)
-        if path.is_dir():
-            target.mkdir(parents=True, exist_ok=True)
-        else:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            if path.suffix == ".json":
-                shutil.copy2(path, target)
-            else:
-                os.link(path, target)
 
 
 if __name__ == "__main__":

@@ -108,16 +108,6 @@ def _measures(fresh: bool, n: int = 100) -> dict[str, Any]:
         "ingest_fresh": [ingest] if fresh else [],
         "order": ["replay", "ingest_same", *(["ingest_fresh"] if fresh else []), "ingest_same", "replay"],
         "checksums": {"replay": sums, "ingest_same": sums, **({"ingest_fresh": sums} if fresh else {})},
-        "single_process": {
-            "records": n,
-            "pages": 2,
-            "route_dead_letter": 0.5,
-            "parse_dead_letter": 0.1,
-            "route_page": 0.1,
-            "parse_page": 0.08,
-            "batches_per_record": 2.1,
-            "batches_per_page": 4.0,
-        },
     }
 
 

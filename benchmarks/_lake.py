@@ -1,0 +1,128 @@
+"""Lakes and Delta for the Spark benchmarks: landed templates laid into fresh lakes, the project's
+SparkSession, a hash that makes Spark read every value, and where a run's time went from Delta's own
+table history (`operationMetrics`), so no provider function needs wrapping."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from benchmarks.pagegen import Corpus
+
+
+def land_template(corpus: Corpus, root: Path) -> Path:
+    """Bronze pages + one manifest, laid out as extraction does; children hard-link it into a fresh lake."""
+    from placsp_provider.bronze.manifest import LandedPage, Manifest
+    from placsp_provider.datasets import get_dataset
+    from placsp_provider.feed.page_scan import scan_page
+    from placsp_provider.feed.timestamps import isoformat
+    from placsp_provider.lake import manifests_dir, page_file
+
+    ds = get_dataset(corpus.dataset_key)
+    stamp = isoformat(datetime(2025, 11, 28, tzinfo=UTC))
+    manifest = Manifest(ds.key, ds.syndication_id, "bench", stamp, stamp, stamp, "bench")
+    for path in corpus.files:
+        sha = hashlib.sha256(path.read_bytes()).hexdigest()
+        final = page_file(root, ds.key, path.name, sha)
+        final.parent.mkdir(parents=True, exist_ok=True)
+        os.link(path, final)
+        scan = scan_page(final)
+        manifest.pages.append(
+            LandedPage.from_scan(
+                scan,
+                url=f"bench://{path.name}",
+                file=str(final.relative_to(root)),
+                size=path.stat().st_size,
+                sha256=sha,
+                source="feed",
+                newly_landed=True,
+            )
+        )
+    mpath = manifests_dir(root, ds.key) / "bench.json"
+    mpath.parent.mkdir(parents=True, exist_ok=True)
+    mpath.write_text(manifest.to_json())
+    return root
+
+
+def link_lake(template: Path, lake: Path, manifest_name: str | None = None) -> list[Path]:
+    """Lay a landed template (`land_template`) into `lake`: pages hard-linked, manifests copied (renamed
+    to `manifest_name` when given), so nothing a run writes reaches the template. Returns the manifests."""
+    manifests = []
+    for path in template.rglob("*"):
+        target = lake / path.relative_to(template)
+        if path.is_dir():
+            target.mkdir(parents=True, exist_ok=True)
+            continue
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if path.suffix == ".json":
+            manifests.append(target.with_name(manifest_name or path.name))
+            shutil.copy2(path, manifests[-1])
+        else:
+            os.link(path, target)
+    return manifests
+
+
+# -- Spark and Delta -----------------------------------------------------------------------------
+def spark_session(app: str, cores: int) -> Any:
+    """The project's `get_session` on `local[cores]`, Spark's own log quiet (a child's stderr is its error report)."""
+    os.environ.setdefault("PLACSP_SPARK_LOG_LEVEL", "ERROR")
+    from placsp_provider.spark.session import get_session
+
+    return get_session(app, extra={"spark.master": f"local[{cores}]"})
+
+
+def hash_all(df: Any, group: str | None = None) -> list[Any]:
+    """Materialise every column: per group (or over all rows), the count `n` and the XOR `h` of xxhash64
+    over all columns (nested fields included), so no reader can skip a value."""
+    from pyspark.sql import functions as sf
+
+    row_hash = sf.xxhash64(*[sf.col(f"`{c}`") for c in df.columns]).alias("_h")
+    hashed = df.select(*([sf.col(group).alias("_g")] if group else []), row_hash)
+    aggs = [sf.count("*").alias("n"), sf.bit_xor("_h").alias("h")]
+    return (hashed.groupBy("_g") if group else hashed).agg(*aggs).collect()
+
+
+def lake_tables(lake: Path) -> dict[str, Path]:
+    """Every Delta table of a lake (Silver, dead letters, reconciliation), by name."""
+    from placsp_provider.lake import SILVER_TABLES, table_path
+
+    return {t: table_path(lake, t) for t in (*SILVER_TABLES, "dead_letters", "reconciliation")}
+
+
+def delta_versions(spark: Any, lake: Path) -> dict[str, int]:
+    """The current version of each table of the lake (-1 where it does not exist yet)."""
+    from delta.tables import DeltaTable
+
+    out = {}
+    for table, path in lake_tables(lake).items():
+        exists = (path / "_delta_log").is_dir()
+        out[table] = DeltaTable.forPath(spark, str(path)).history(1).collect()[0]["version"] if exists else -1
+    return out
+
+
+def delta_commits(spark: Any, lake: Path, since: dict[str, int]) -> list[dict[str, Any]]:
+    """The commits made to the lake's tables after `since` (see `delta_versions`), each with Delta's own
+    `operationMetrics` (MERGE: `executionTimeMs`, rows inserted/updated/deleted), ordered by table and
+    version. This is how a benchmark learns where a run's time went without touching provider code."""
+    from delta.tables import DeltaTable
+
+    out = []
+    for table, path in lake_tables(lake).items():
+        if not (path / "_delta_log").is_dir():
+            continue
+        history = DeltaTable.forPath(spark, str(path)).history().select("version", "operation", "operationMetrics")
+        for r in sorted(history.collect(), key=lambda r: r["version"]):
+            if r["version"] > since.get(table, -1):
+                metrics = {k: int(v) for k, v in (r["operationMetrics"] or {}).items() if str(v).isdigit()}
+                out.append({"table": table, "version": r["version"], "operation": r["operation"], "metrics": metrics})
+    return out
+
+
+def merge_seconds(commits: list[dict[str, Any]]) -> list[tuple[str, float]]:
+    """(table, seconds) of every MERGE among `commits`, from Delta's `executionTimeMs`."""
+    return [(c["table"], c["metrics"].get("executionTimeMs", 0) / 1e3) for c in commits if c["operation"] == "MERGE"]
