@@ -82,27 +82,20 @@ def _on(keys: tuple[str, ...], dataset: str, t: str = "t", s: str = "s") -> str:
     return " AND ".join(parts)
 
 
-def _version(spark: SparkSession, path: Path) -> int:
-    from delta.tables import DeltaTable
-
-    return int(DeltaTable.forPath(spark, str(path)).history(1).select("version").collect()[0][0])
-
-
-def _metrics(spark: SparkSession, path: Path, before: int) -> dict[str, int]:
-    """Rows inserted/updated/deleted by the MERGE just run; a MERGE that changed nothing commits
-    nothing, so the newest commit is then an older operation's and must not be read."""
-    from delta.tables import DeltaTable
-
-    history = DeltaTable.forPath(spark, str(path)).history(1).select("version", "operationMetrics").collect()[0]
-    last = (history[1] or {}) if int(history[0]) > before else {}
-    wanted = ("numTargetRowsInserted", "numTargetRowsUpdated", "numTargetRowsDeleted")
-    return {k.replace("numTargetRows", "").lower(): int(last.get(k, 0)) for k in wanted}
+# What a MERGE changed, from the row `DeltaMergeBuilder.execute()` returns (delta-spark 4.x:
+# num_affected_rows, num_updated_rows, num_deleted_rows, num_inserted_rows), under the names the run
+# summary and lineage use. The command's own result: reading it runs no Spark job and no history read.
+_MERGE_COUNTS = {"inserted": "num_inserted_rows", "updated": "num_updated_rows", "deleted": "num_deleted_rows"}
 
 
-def _execute(spark: SparkSession, path: Path, merge: Any) -> dict[str, int]:
-    before = _version(spark, path)
-    merge.execute()
-    return _metrics(spark, path, before)
+def nothing_changed() -> dict[str, int]:
+    """The counts of a MERGE that was not run because its source is known to be empty."""
+    return dict.fromkeys(_MERGE_COUNTS, 0)
+
+
+def _execute(merge: Any) -> dict[str, int]:
+    (row,) = merge.execute().collect()
+    return {name: int(row[column] or 0) for name, column in _MERGE_COUNTS.items()}
 
 
 def _conform(df: DataFrame, table: str) -> DataFrame:
@@ -159,8 +152,6 @@ def merge_silver(
         .localCheckpoint()
     )
     metrics["entries"] = _execute(
-        spark,
-        entries_path,
         target.alias("t")
         .merge(_conform(best, "entries").alias("s"), _on(BUSINESS_KEYS["entries"], dataset))
         .whenMatchedUpdateAll(condition="s.updated > t.updated")
@@ -185,15 +176,11 @@ def merge_silver(
             .withColumns(stamp)
         )
         deleted = _execute(
-            spark,
-            path,
             child.alias("t")
             .merge(eligible.alias("s"), f"t.dataset = '{dataset}' AND t.entry_id = s.entry_id")
             .whenMatchedDelete(condition="t.entry_updated < s.updated"),
         ).get("deleted", 0)
         inserted = _execute(
-            spark,
-            path,
             child.alias("t").merge(_conform(fresh, table).alias("s"), _on(keys, dataset)).whenNotMatchedInsertAll(),
         )
         metrics[table] = {**inserted, "deleted": deleted}
@@ -212,8 +199,6 @@ def _merge_tombstones(
     log = DeltaTable.forPath(spark, str(path))
     fresh = batch.dropDuplicates(list(BUSINESS_KEYS["tombstones"])).withColumns(stamp)
     counts = _execute(
-        spark,
-        path,
         log.alias("t")
         .merge(_conform(fresh, "tombstones").alias("s"), _on(BUSINESS_KEYS["tombstones"], dataset))
         .whenNotMatchedInsertAll(),
@@ -231,8 +216,6 @@ def _merge_tombstones(
     )
     entries = DeltaTable.forPath(spark, str(table_path(lake, "entries")))
     applied = _execute(
-        spark,
-        table_path(lake, "entries"),
         entries.alias("t")
         .merge(latest.alias("s"), _on(("entry_id",), dataset))
         .whenMatchedUpdate(
@@ -251,8 +234,6 @@ def insert_only(
 
     path = table_path(lake, table)
     return _execute(
-        spark,
-        path,
         DeltaTable.forPath(spark, str(path))
         .alias("t")
         .merge(_conform(df, table).dropDuplicates(list(keys)).alias("s"), _on(keys, dataset))
@@ -267,8 +248,6 @@ def record_reconciliation(spark: SparkSession, lake: Path, dataset: str, df: Dat
 
     path = table_path(lake, "reconciliation")
     return _execute(
-        spark,
-        path,
         DeltaTable.forPath(spark, str(path))
         .alias("t")
         .merge(_conform(df, "reconciliation").alias("s"), _on(("source_file",), dataset))
