@@ -48,6 +48,7 @@ from benchmarks._lake import (
     spark_session,
 )
 from benchmarks.pagegen import NA_AMOUNT, Corpus, generate_corpus
+from placsp_provider.lake import CHILD_TABLES, SILVER_TABLES
 
 NAME = "replay"
 TITLE = "Dead-letter replay vs ingest (the same records, one SparkSession)"
@@ -59,7 +60,7 @@ _ERROR_TYPE = "invalid_amount"
 # Where and when a row was written, not what it holds: a replayed row names the broken page and the
 # replay's run, an ingested one the corrected page and the ingest's run.
 _LINEAGE = ("_source_file", "_ingest_run_id", "_ingested_at")
-_COMPARED = ("entries", "lots", "documents", "results")
+_COMPARED = ("entries", *CHILD_TABLES)
 _FIXED_MANIFEST = "bench-fixed.json"  # next to the broken corpus' own `bench.json` in the same lake
 
 
@@ -303,7 +304,7 @@ def _child_replay_vs_ingest(p: dict[str, Any]) -> dict[str, Any]:
 
 
 # -- report ---------------------------------------------------------------------------------------
-_SILVER = ("entries", "lots", "documents", "results", "tombstones")
+_SILVER = SILVER_TABLES
 _REST = "the rest: outside Delta MERGEs (reading, parsing, routing, counts, history reads)"
 _RUNS = {
     "replay": "replay",

@@ -27,7 +27,8 @@ from placsp_provider.feed.timestamps import isoformat
 
 LAKE_ENV = "PLACSP_LAKE"
 
-SILVER_TABLES = ("entries", "lots", "documents", "results", "tombstones")
+CHILD_TABLES = ("lots", "documents", "results")  # rows of one version of an entry, replaced with it
+SILVER_TABLES = ("entries", *CHILD_TABLES, "tombstones")
 DEAD_LETTER_TABLE = "dead_letters"
 RECONCILIATION_TABLE = "reconciliation"
 LAKE_TABLES = (*SILVER_TABLES, DEAD_LETTER_TABLE, RECONCILIATION_TABLE)  # what the Silver ingest writes

@@ -36,7 +36,7 @@ from placsp_provider.datasets import Dataset, get_dataset
 from placsp_provider.dead_letters import lifecycle
 from placsp_provider.dead_letters.lifecycle import QUARANTINED, REPLAYABLE, REPLAYED
 from placsp_provider.errors import ConfigError
-from placsp_provider.lake import replay_summary_path, table_path
+from placsp_provider.lake import SILVER_TABLES, replay_summary_path, table_path
 from placsp_provider.settings import REPLAY_MAX_ATTEMPTS, REPLAY_MAX_RECORDS
 from placsp_provider.spark.silver_job import IngestRequest, pages_to_ingest, route_files, write_routed
 from placsp_provider.spark.tables import ensure_tables
@@ -264,10 +264,7 @@ def _replay_records(
             )
         if request.dry_run:
             return {}
-        rows = {
-            t: routed.where(F.col("kind") == t).select(f"{t}.*")
-            for t in ("entries", "lots", "documents", "results", "tombstones")
-        }
+        rows = {t: routed.where(F.col("kind") == t).select(f"{t}.*") for t in SILVER_TABLES}
         return retry_on_conflict(
             lambda: merge_silver(spark, lake, ds.key, rows, request.run_id, started),
             what=f"dataset {ds.key}: replay {request.run_id}: Silver MERGE",

@@ -16,13 +16,14 @@ from urllib.parse import unquote, urlsplit
 import pyarrow as pa
 
 from placsp_provider.datasets import Dataset
+from placsp_provider.lake import DEAD_LETTER_TABLE, SILVER_TABLES
 from placsp_provider.parser.page_parser import PageParseResult, parse_dead_letter, parse_page
 from placsp_provider.parser.silver_schema import SCHEMAS, record_batch
 
 if TYPE_CHECKING:
     from pyspark.sql.types import StructType
 
-TABLES = ("entries", "lots", "documents", "results", "tombstones", "dead_letters")
+TABLES = (*SILVER_TABLES, DEAD_LETTER_TABLE)
 FILE_STATS = pa.schema(
     [
         pa.field("entries_seen", pa.int64(), nullable=False),
@@ -51,7 +52,7 @@ def dead_letter_arrow_schema() -> pa.Schema:
 
 
 def _struct_types() -> dict[str, pa.StructType]:
-    types = {t: pa.struct(list(SCHEMAS[t])) for t in TABLES if t != "dead_letters"}
+    types = {t: pa.struct(list(SCHEMAS[t])) for t in TABLES if t != DEAD_LETTER_TABLE}
     types["dead_letters"] = pa.struct(list(dead_letter_arrow_schema()))
     types["file_stats"] = pa.struct(list(FILE_STATS))
     return types

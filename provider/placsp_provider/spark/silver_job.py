@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from placsp_provider.bronze.manifest import LandedPage, Manifest
 from placsp_provider.datasets import Dataset, get_dataset
 from placsp_provider.dead_letters.lifecycle import STAGE_RECONCILIATION
-from placsp_provider.lake import bronze_dir, run_summary_path, table_path
+from placsp_provider.lake import SILVER_TABLES, bronze_dir, run_summary_path, table_path
 from placsp_provider.spark.routing import (
     dead_letter_arrow_schema,
     dead_letter_id,
@@ -161,10 +161,7 @@ def route_files(
     tallies = _tally(routed, pages, lake)
     quarantined = {f: r for f, t in tallies.items() if (r := t.quarantine_reason())}
     keep = routed.where(~F.col("source_file").isin(list(quarantined))) if quarantined else routed
-    rows = {
-        t: keep.where(F.col("kind") == t).select(f"{t}.*")
-        for t in ("entries", "lots", "documents", "results", "tombstones")
-    }
+    rows = {t: keep.where(F.col("kind") == t).select(f"{t}.*") for t in SILVER_TABLES}
     dead = keep.where(F.col("kind") == "dead_letters").select("dead_letters.*")
     # A file quarantined by a page-level parse failure keeps that dead letter: it is the record of it.
     page_level = routed.where(

@@ -17,14 +17,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from placsp_provider.lake import table_path
+from placsp_provider.lake import CHILD_TABLES, table_path
 from placsp_provider.parser.silver_schema import BUSINESS_KEYS
 from placsp_provider.spark.tables import spark_table_schema
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-CHILD_TABLES = ("lots", "documents", "results")
 CONFLICT_ATTEMPTS = 5
 
 log = logging.getLogger(__name__)
