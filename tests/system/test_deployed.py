@@ -276,8 +276,9 @@ def wait_for_state(api, dag_id: str, run_id: str, task_id: str, states: set[str]
 
 # Airflow 3.3 marks a task "killed externally" (a "state mismatch" in the audit log, the task
 # failed) when its parked state is answered before the scheduler processed the executor's report
-# that the worker parking it exited (apache/airflow#67287, seen in CI on an answer given within a
-# second). A person takes longer than this to answer; the tests wait as long before answering.
+# that the worker parking it exited (the race of apache/airflow#67287, read in the installed
+# scheduler; the likely cause of a CI run whose Reject, answered within a second, failed the task).
+# A person takes longer than this to answer; the tests wait as long before answering.
 ANSWER_SETTLE_SECONDS = 15
 
 
