@@ -42,11 +42,28 @@ def mark_fixed(lake: Path, dataset: str, dead_letter_id: str, raw_record: str) -
             f"dataset {ds}: dead letter {dead_letter_id}: {metrics.get('num_updated_rows')} rows updated in {path}, "
             "expected 1 (is the id of this dataset?)"
         )
-    partition = DeltaTable(str(path)).to_pyarrow_table(
-        filters=[("dataset", "=", ds)], columns=["dead_letter_id", "raw_record"]
-    )
-    stored = [r["raw_record"] for r in partition.to_pylist() if r["dead_letter_id"] == dead_letter_id]
+    stored = _read_back(path, ds, dead_letter_id)
     if stored != [raw_record]:
         raise PlacspError(
             f"dataset {ds}: dead letter {dead_letter_id}: the record read back differs from the one written"
         )
+
+
+def _read_back(path: Path, dataset: str, dead_letter_id: str) -> list[str]:
+    """The `raw_record` of that dead letter as now committed: the dataset's partition only, the id
+    filtered in the Parquet scan, through Arrow's own filesystem
+    (deltalake's default one crashes or hangs processes at exit: see `dead_letters.stats.count`)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.fs as pafs
+    from deltalake import DeltaTable
+
+    filesystem = pafs.SubTreeFileSystem(str(path.resolve()), pafs.LocalFileSystem())
+    files = DeltaTable(str(path)).to_pyarrow_dataset(
+        filesystem=filesystem,
+        file_pruning_predicate=[("dataset", "=", dataset)],
+    )
+    # Files rewritten by delta-rs hold strings as string_view; compare as plain strings.
+    wanted = pc.field("dead_letter_id").cast(pa.string()) == dead_letter_id
+    rows = files.to_table(columns=["raw_record"], filter=wanted)
+    return rows.column("raw_record").to_pylist()
