@@ -23,7 +23,7 @@ import pytest
 
 from placsp_provider.dead_letters.fix import mark_fixed
 from placsp_provider.dead_letters.lifecycle import QUARANTINED, REPLAYABLE, REPLAYED
-from placsp_provider.lake import manifests_dir
+from placsp_provider.lake import SILVER_TABLES, manifests_dir
 from tests.pages import ID_PREFIX
 from tests.reliability import corpus, harness
 from tests.reliability.conftest import Reference, copy_lake
@@ -74,7 +74,7 @@ def test_a_replay_killed_before_its_status_update_is_finished_once_by_the_rerun(
     harness.assert_nothing_twice(lake)
 
     # Silver: exactly the recovered entries and their children were added, once; nothing else changed.
-    for table in ("entries", "lots", "documents", "results", "tombstones"):
+    for table in SILVER_TABLES:
         gone, added = harness.difference(before, lake, table)
         assert gone == [], f"{table}: rows changed or lost by the replay: {gone[:2]}"
         assert {r["entry_id"] for r in added} <= RECOVERED, f"{table}: rows of entries not replayed: {added[:2]}"
