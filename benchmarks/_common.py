@@ -310,6 +310,7 @@ def run_child_measured(module: str, payload: dict[str, Any], timeout: float = 12
         "child_cpu_s": child_cpu,
         "other_cpu_s": foreign,
         "cores": foreign / wall,
+        "tree": tree.report(),  # the child's whole process tree, sampled every 0.5 s
     }
     return result
 

@@ -126,3 +126,22 @@ def delta_commits(spark: Any, lake: Path, since: dict[str, int]) -> list[dict[st
 def merge_seconds(commits: list[dict[str, Any]]) -> list[tuple[str, float]]:
     """(table, seconds) of every MERGE among `commits`, from Delta's `executionTimeMs`."""
     return [(c["table"], c["metrics"].get("executionTimeMs", 0) / 1e3) for c in commits if c["operation"] == "MERGE"]
+
+
+# Columns that say when a row was written, not what it holds: left out of content checksums.
+CLOCK_COLUMNS = frozenset({"_ingested_at", "processing_timestamp", "ingested_at", "last_attempt_at", "replayed_at"})
+
+
+def lake_contents(spark: Any, lake: Path) -> dict[str, dict[str, Any]]:
+    """Per table of the lake: rows and a checksum of every value but the clock columns (an XOR of
+    per-row xxhash64, so row order does not matter). Equal contents give equal checksums, whatever
+    code wrote them: how a speed change proves it changed no data."""
+    out = {}
+    for table, path in lake_tables(lake).items():
+        if not (path / "_delta_log").is_dir():
+            continue
+        df = spark.read.format("delta").load(str(path))
+        kept = df.select(*[f"`{c}`" for c in df.columns if c not in CLOCK_COLUMNS])
+        (row,) = hash_all(kept)
+        out[table] = {"rows": row["n"], "checksum": f"{(row['h'] or 0) & (2**64 - 1):016x}"}
+    return out

@@ -88,3 +88,48 @@ def test_tree_sampler_sees_a_child_process() -> None:
     assert report["workers"] >= 1  # anything that is not this process or a JVM
     assert report["workers_hwm_max_mb"] >= 80
     assert report["peak_total_mb"] >= 80
+
+
+def _raw(tables: dict, again: dict | None = None) -> dict:
+    config = {"pages": 20, "items_per_page": 500}
+    return {
+        "config": config,
+        "measures": {"spark_ingest": {"run": {"contents": tables}}, "fresh_all": {"contents": again or tables}},
+    }
+
+
+@pytest.mark.unit
+def test_contents_are_recorded_then_asserted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A speed change that alters Silver fails the benchmark; the record is written only when absent or asked."""
+    monkeypatch.setattr(bench, "CONTENTS", tmp_path / "silver_contents.json")
+    monkeypatch.delenv(bench.RECORD_CONTENTS, raising=False)
+    tables = {"entries": {"rows": 9500, "checksum": "00ff"}, "lots": {"rows": 3, "checksum": "0a0b"}}
+    assert "recorded" in bench._check_contents(_raw(tables), quick=False)["verdict"]
+    assert "equal to" in bench._check_contents(_raw(tables), quick=False)["verdict"]
+    changed = {**tables, "lots": {"rows": 3, "checksum": "0a0c"}}
+    with pytest.raises(RuntimeError, match="Silver contents differ.*lots"):
+        bench._check_contents(_raw(changed), quick=False)
+    with pytest.raises(RuntimeError, match="two ingests of the same pages"):
+        bench._check_contents(_raw(tables, again=changed), quick=False)
+    monkeypatch.setenv(bench.RECORD_CONTENTS, "1")
+    assert "recorded" in bench._check_contents(_raw(changed), quick=False)["verdict"]
+    monkeypatch.delenv(bench.RECORD_CONTENTS)
+    assert "equal to" in bench._check_contents(_raw(changed), quick=False)["verdict"]
+
+
+@pytest.mark.unit
+def test_process_age_counts_from_the_process_start() -> None:
+    age = float(
+        subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                f"import sys, time; sys.path.insert(0, {str(_REPO)!r}); time.sleep(0.6); "
+                "from benchmarks.bench_silver import _since_process_start; print(_since_process_start())",
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+    )
+    assert 0.6 <= age < 30
