@@ -249,6 +249,58 @@ def test_tombstones_and_bad_timestamps(tmp_path: Path) -> None:
     assert scan.min_deleted == scan.max_deleted
 
 
+def test_feed_links_anywhere_among_the_roots_children_of_a_long_page(tmp_path: Path) -> None:
+    # Thousands of records (the parser reads 32 KB at a time, records are freed as they end): links
+    # of the root before, between and after them all count, in document order (a later rel wins);
+    # links inside records or other elements never do.
+    records = [_entry(f"2022-01-03T00:{n % 60:02d}:00Z", b'<link rel="next" href="in.atom"/>') for n in range(3000)]
+    records[1500] += b'<link rel="next" href="middle.atom"/><wrapper><link rel="up" href="no.atom"/></wrapper>'
+    records[2999] += b'<at:deleted-entry ref="r" when="2022-01-01T00:00:00Z"/>'
+    data = FEED + b'<link rel="self" href="s.atom"/><link rel="next" href="first.atom"/>' + b"\n".join(records)
+    data += b'<link rel="last" href="l.atom"/><link rel="self" href="after.atom"/></feed>'
+    scan = scan_page(_write(tmp_path, data))
+    assert (scan.well_formed, scan.entries, scan.tombstones, scan.bad_timestamps) == (True, 3000, 1, 0)
+    assert scan.links == {"self": "after.atom", "next": "middle.atom", "last": "l.atom"}
+    assert (scan.min_updated, scan.max_updated) == (
+        datetime(2022, 1, 3, tzinfo=UTC),
+        datetime(2022, 1, 3, 0, 59, tzinfo=UTC),
+    )
+
+
+def test_time_stamps_compare_as_times_not_as_strings(tmp_path: Path) -> None:
+    # Ordered as strings: 23:00Z < 23:30-01:00 < 00:30+02:00. As times: 22:30Z < 23:00Z < 00:30Z.
+    stamps = ["2022-01-02T23:30:00-01:00", "2022-01-02T23:00:00Z", "2022-01-03T00:30:00+02:00"]
+    data = FEED + b"".join(_entry(s) for s in stamps)
+    data += b"".join(f'<at:deleted-entry ref="r" when="{s}"/>'.encode() for s in stamps) + b"</feed>"
+    scan = scan_page(_write(tmp_path, data))
+    oldest, newest = datetime(2022, 1, 2, 22, 30, tzinfo=UTC), datetime(2022, 1, 3, 0, 30, tzinfo=UTC)
+    assert (scan.min_updated, scan.max_updated, scan.min_deleted, scan.max_deleted) == (oldest, newest) * 2
+    assert scan.to_json()["max_updated"] == "2022-01-03T00:30:00Z"
+
+
+@pytest.mark.parametrize(
+    ("updated", "good"),
+    [
+        ("\n  2022-01-03T00:00:00Z\n", True),
+        ("  <![CDATA[2022-01-03T00:00:00Z]]>  ", True),
+        ("  <!-- c -->2022-01-03T00:00:00Z", True),
+        ("2022-01-03T00:00:00Z<x/>", True),
+        ("  <?pi x?>2022-01-03T00:00:00Z", False),  # the text before its first child is blank
+        ("  <x/>2022-01-03T00:00:00Z", False),
+        ("   ", False),
+        ("", False),
+    ],
+    ids=["padded", "cdata", "comment", "child-after", "pi-first", "child-first", "blank", "empty"],
+)
+def test_updated_text_around_blanks(updated: str, good: bool, tmp_path: Path) -> None:
+    # The text of <updated> up to its first child, stripped: blank text the parser drops around markup
+    # (`remove_blank_text`) must not turn a bad time stamp into a good one, nor the other way round.
+    data = FEED + f"<entry>\n  <id>x</id>\n  <updated>{updated}</updated>\n</entry>\n</feed>".encode()
+    scan = scan_page(_write(tmp_path, data))
+    assert (scan.entries, scan.bad_timestamps) == (1, 0 if good else 1)
+    assert scan.min_updated == (datetime(2022, 1, 3, tzinfo=UTC) if good else None)
+
+
 @pytest.mark.parametrize(
     "data",
     [
