@@ -328,3 +328,97 @@ def test_newest_wins_and_tombstones_apply_only_when_not_older(spark, tmp_path: P
     (kept,) = rows(spark, lake, "entries", "_source_file", "result_count", where=f"entry_id = '{ID_PREFIX}2'")
     assert "p1." in kept[0] and kept[1] == 1
     assert table(spark, lake, "results").where(f"entry_id = '{ID_PREFIX}2'").count() == 1
+    # run 5: a page of tombstones only (no entries MERGE runs): the one newer than entry 1 applies
+    p5 = {"p5.atom": page([], tombstones=[(1, day(7)), (2, day(1))])}
+    land(lake, "agregadas", p5, "2022-01-08")
+    ingest(spark, lake, "agregadas", "r5")
+    assert assert_conserved(spark, lake, "agregadas", "r5", listed(p5)).silver_rows_of_run == 2
+    got = {r[0].rsplit("/", 1)[-1]: r[1] for r in rows(spark, lake, "entries", "entry_id", "deleted_at")}
+    assert str(got["1"]).startswith("2022-01-07") and got["2"] is None
+
+
+def _two_results(body: bytes) -> bytes:
+    start = body.index(b"<cac:TenderResult>")
+    end = body.index(b"</cac:TenderResult>") + len(b"</cac:TenderResult>")
+    return body[:end] + body[start:end] + body[end:]
+
+
+def test_rerun_after_dying_right_after_the_entries_merge_cleans_the_older_version(spark, tmp_path: Path) -> None:
+    """A run killed between the entries MERGE and the child MERGEs: `entries` holds the new version
+    (no tombstone applied yet), the child tables still the old version's rows. The rerun must delete
+    those, insert the new ones and re-apply the tombstone, ending exactly where a clean run ends.
+
+    The crash state is built from real runs, not by stopping one: the lake after run 1, with its
+    `entries` table replaced by the one a clean run 2 wrote, whose tombstone stamp is then cleared
+    (the entries MERGE writes every new version with `deleted_at` null; the tombstone apply comes last).
+    """
+    import shutil
+
+    from delta.tables import DeltaTable
+
+    # version 1 of entry 1: one result; version 2: two results (result 0 has the same key in both)
+    p1 = {"p1.atom": page([(1, day(3)), (2, day(3))], tombstones=[(1, day(9))])}
+    p2 = {"p2.atom": _two_results(page([(1, day(5)), (2, day(5))]))}
+    clean, crashed = tmp_path / "clean", tmp_path / "crashed"
+    land(clean, "agregadas", p1, "2022-01-03")
+    ingest(spark, clean, "agregadas", "r1")
+    shutil.copytree(clean, crashed)
+    land(clean, "agregadas", p2, "2022-01-05")
+    ingest(spark, clean, "agregadas", "r2")
+
+    shutil.rmtree(table_path(crashed, "entries"))
+    shutil.copytree(table_path(clean, "entries"), table_path(crashed, "entries"))
+    DeltaTable.forPath(spark, str(table_path(crashed, "entries"))).update(
+        set={"deleted_at": "CAST(NULL AS TIMESTAMP)", "deletion_type": "CAST(NULL AS STRING)"}
+    )
+    older = table(spark, crashed, "results").where(f"entry_id = '{ID_PREFIX}1'").collect()
+    assert [str(r.entry_updated)[:10] for r in older] == ["2022-01-03"]  # the state to recover from
+
+    land(crashed, "agregadas", p2, "2022-01-05")
+    ingest(spark, crashed, "agregadas", "r2")
+
+    assert assert_conserved(spark, crashed, "agregadas", "r2", listed(p2)).silver_rows_of_run == 2
+    lineage = {"_ingested_at", "ingested_at", "processing_timestamp"}
+    for name in ("entries", "lots", "documents", "results", "tombstones", "dead_letters", "reconciliation"):
+        cols = [c for c in table(spark, clean, name).columns if c not in lineage]
+        assert rows(spark, crashed, name, *cols) == rows(spark, clean, name, *cols), name
+    (deleted,) = rows(spark, crashed, "entries", "deleted_at", where=f"entry_id = '{ID_PREFIX}1'")
+    assert str(deleted[0]).startswith("2022-01-09")
+    for name in ("lots", "documents", "results"):  # every child row is the new version's
+        held = rows(spark, crashed, name, "entry_updated", where=f"entry_id = '{ID_PREFIX}1'")
+        assert {str(r[0])[:10] for r in held} <= {"2022-01-05"}, name
+    assert len(rows(spark, crashed, "results", "entry_updated", where=f"entry_id = '{ID_PREFIX}1'")) == 2
+
+
+def test_summary_dead_letter_counts_are_the_delta_tables(spark, tmp_path: Path) -> None:
+    """The run summary counts dead letters from the ingest's per-file tally, not from the frame it
+    inserts: every kind of dead letter must still come out as the rows the dead_letters table holds
+    for the run (entry-level ones of files that add up, the page-level one that stands for a refused
+    file, a reconciliation letter for a file that does not add up, and none of the entry-level ones of
+    a quarantined file), counted here from the table, not from the summary."""
+    from collections import Counter
+
+    ok = lambda n: (n, day(5, 10))  # noqa: E731
+    na = page([ok(1), ok(2)]).replace(b'currencyID="EUR">', b'currencyID="EUR">N/A', 1)
+    refused = b'<?xml version="1.0"?>\n<!DOCTYPE feed [<!ENTITY x "y">]>\n' + page([ok(11)]).split(b"?>", 1)[1]
+    # does not add up (a commented-out <entry> the splitter counts, lxml does not) and has an invalid
+    # entry of its own
+    mismatched = (
+        page([ok(21), ok(22)])
+        .replace(b'currencyID="EUR">', b'currencyID="EUR">N/A', 1)
+        .replace(b"<title>t</title>", b"<title>t</title><!-- <entry> -->")
+    )
+    pages = {"na.atom": na, "refused.atom": refused, "mismatched.atom": mismatched, "clean.atom": page([ok(31)])}
+    land(tmp_path, "agregadas", pages)
+    summary = ingest(spark, tmp_path, "agregadas", "run-dl")["dead_letters"]
+
+    written = table(spark, tmp_path, "dead_letters").where("run_id = 'run-dl'").collect()
+    by_stage, by_type = Counter(r.stage for r in written), Counter(r.error_type for r in written)
+    assert summary["by_stage"] == dict(by_stage) and summary["by_error_type"] == dict(by_type)
+    assert summary["total"] == len(written)
+    files = {(r.source_file.split("/")[-1].split(".")[0], r.error_type) for r in written}
+    assert files == {
+        ("na", "invalid_amount"),
+        ("refused", "dtd_refused"),
+        ("mismatched", "count_mismatch"),  # not its entries' own: the whole file is out
+    }, files

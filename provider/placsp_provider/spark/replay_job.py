@@ -238,6 +238,7 @@ def _replay_records(
     )
     try:
         produced: Counter[str] = Counter()
+        kinds: Counter[str] = Counter()
         for row in (
             routed.where(F.col("kind").isin("entries", "tombstones", "dead_letters"))
             .select(REPLAYED_ID, "kind", "dead_letters.error_type", "dead_letters.error_message")
@@ -245,6 +246,7 @@ def _replay_records(
         ):
             origin = row[REPLAYED_ID]
             produced[origin] += 1
+            kinds[row["kind"]] += 1
             outcome = outcomes[origin]
             if row["kind"] == "dead_letters":
                 outcome.result, outcome.error_type, outcome.error_message = (
@@ -265,8 +267,10 @@ def _replay_records(
         if request.dry_run:
             return {}
         rows = {t: routed.where(F.col("kind") == t).select(f"{t}.*") for t in SILVER_TABLES}
+        # Entries and tombstones were just counted: a MERGE with nothing to write is not run.
+        sizes = {t: kinds[t] for t in ("entries", "tombstones")}
         return retry_on_conflict(
-            lambda: merge_silver(spark, lake, ds.key, rows, request.run_id, started),
+            lambda: merge_silver(spark, lake, ds.key, rows, request.run_id, started, sizes),
             what=f"dataset {ds.key}: replay {request.run_id}: Silver MERGE",
         )
     finally:

@@ -41,6 +41,7 @@ log = logging.getLogger(__name__)
 
 # Page-level parse failures that stand for the whole file (nothing of it can be trusted).
 _WHOLE_FILE_PARSE_ERRORS = frozenset({"dtd_refused", "not_a_feed"})
+_COUNT_MISMATCH = "count_mismatch"
 
 
 @dataclass(frozen=True)
@@ -61,6 +62,8 @@ class FileTally:
     dead_entries: int = 0
     dead_tombstones: int = 0
     page_errors: list[str] = field(default_factory=list)
+    rows: Counter[str] = field(default_factory=Counter)  # Spark's rows of the file by kind (Silver tables)
+    dead_letters: Counter[tuple[str, str]] = field(default_factory=Counter)  # (stage, error_type) -> n
 
     @property
     def expected(self) -> int:
@@ -125,10 +128,9 @@ def run_ingest(spark: SparkSession, request: IngestRequest) -> dict[str, Any]:
     routed = route_files(spark, ds, lake, pages, request.run_id, started)
     try:
         merge_metrics = write_routed(spark, lake, ds.key, routed, request.run_id, started)
-        counts = routed.dead_letters.groupBy("stage", "error_type").count().collect()
     finally:
         routed.unpersist()
-    _fill_summary(summary, routed.tallies, routed.quarantined, counts, merge_metrics)
+    _fill_summary(summary, routed.tallies, routed.quarantined, routed.dead_letter_counts, merge_metrics)
     return finish(summary, lake)
 
 
@@ -141,6 +143,10 @@ class RoutedFiles:
     tallies: dict[str, FileTally]
     quarantined: dict[str, str]  # file -> reason
     _persisted: list[DataFrame] = field(default_factory=list)
+    # The same frames counted from the tallies (no Spark job): rows by table, dead letters by
+    # (stage, error_type).
+    sizes: dict[str, int] = field(default_factory=dict)
+    dead_letter_counts: Counter[tuple[str, str]] = field(default_factory=Counter)
 
     def unpersist(self) -> None:
         for df in self._persisted:
@@ -176,7 +182,16 @@ def route_files(
         .withColumns(new_dead_letter_lifecycle(run_id, started))
         .persist(StorageLevel.MEMORY_AND_DISK)
     )
-    return RoutedFiles(rows, all_dead, tallies, quarantined, [routed, all_dead])
+    sizes = {t: sum(tally.rows[t] for f, tally in tallies.items() if f not in quarantined) for t in SILVER_TABLES}
+    # What `all_dead` holds, counted as it was built: `dead`, `page_level`, `reconciliation_letters`.
+    dead_counts: Counter[tuple[str, str]] = Counter()
+    for f, tally in tallies.items():
+        for (stage, error_type), n in tally.dead_letters.items():
+            if f not in quarantined or error_type in _WHOLE_FILE_PARSE_ERRORS:
+                dead_counts[stage, error_type] += n
+    dead_counts[STAGE_RECONCILIATION, _COUNT_MISMATCH] += len(_reconciliation_letter_files(quarantined))
+    sizes["dead_letters"] = sum(dead_counts.values())
+    return RoutedFiles(rows, all_dead, tallies, quarantined, [routed, all_dead], sizes, +dead_counts)
 
 
 def new_dead_letter_lifecycle(run_id: str, started: datetime) -> dict[str, Any]:
@@ -198,12 +213,20 @@ def write_routed(
 ) -> dict[str, dict[str, int]]:
     """MERGE Silver rows, insert dead letters, record each file's reconciliation. Idempotent, so a
     commit conflict with a concurrent writer (a replay, another ingest) is met by doing it again."""
-    from placsp_provider.spark.silver_merge import insert_only, merge_silver, record_reconciliation, retry_on_conflict
+    from placsp_provider.spark.silver_merge import (
+        insert_only,
+        merge_silver,
+        nothing_changed,
+        record_reconciliation,
+        retry_on_conflict,
+    )
 
     def write() -> dict[str, dict[str, int]]:
-        metrics = merge_silver(spark, lake, dataset, routed.rows, run_id, started)
-        metrics["dead_letters"] = insert_only(
-            spark, lake, "dead_letters", dataset, routed.dead_letters, ("dead_letter_id",)
+        metrics = merge_silver(spark, lake, dataset, routed.rows, run_id, started, routed.sizes)
+        metrics["dead_letters"] = (
+            insert_only(spark, lake, "dead_letters", dataset, routed.dead_letters, ("dead_letter_id",))
+            if routed.sizes["dead_letters"]
+            else nothing_changed()
         )
         record_reconciliation(
             spark,
@@ -225,6 +248,7 @@ def _tally(routed: DataFrame, pages: list[LandedPage], lake: Path) -> dict[str, 
             "source_file",
             "kind",
             F.col("dead_letters.record_kind").alias("record_kind"),
+            F.col("dead_letters.stage").alias("stage"),
             F.col("dead_letters.error_type").alias("error_type"),
         )
         .count()
@@ -236,6 +260,10 @@ def _tally(routed: DataFrame, pages: list[LandedPage], lake: Path) -> dict[str, 
         if tally is None:  # Spark produced rows for a file we did not ask for: a bug, never silent
             raise RuntimeError(f"Spark returned rows for {source!r}, which is not in the manifests")
         kind, n = row["kind"], row["count"]
+        if kind in SILVER_TABLES:
+            tally.rows[kind] += n
+        if kind == "dead_letters":
+            tally.dead_letters[row["stage"], row["error_type"]] += n
         if kind == "entries":
             tally.valid_entries += n
         elif kind == "tombstones":
@@ -254,13 +282,17 @@ def _tally(routed: DataFrame, pages: list[LandedPage], lake: Path) -> dict[str, 
     return tallies
 
 
+def _reconciliation_letter_files(quarantined: Mapping[str, str | None]) -> dict[str, str | None]:
+    """Quarantined files that get a reconciliation dead letter: those not already stood for by their
+    page-level parse dead letter."""
+    return {f: r for f, r in quarantined.items() if not (r and r.startswith("page-level"))}
+
+
 def _reconciliation_dead_letters(
     spark: SparkSession, dataset: str, tallies: dict[str, FileTally], quarantined: Mapping[str, str | None]
 ) -> DataFrame:
     rows = []
-    for file, reason in quarantined.items():
-        if reason and reason.startswith("page-level"):
-            continue  # its parse dead letter already stands for the whole file
+    for file, reason in _reconciliation_letter_files(quarantined).items():
         message = (
             f"dataset {dataset}: Bronze file {file}: stage reconciliation: {reason}; the whole file is "
             f"quarantined and none of its rows were written to Silver. Inspect the raw file, fix the "
@@ -271,7 +303,7 @@ def _reconciliation_dead_letters(
                 "dataset": dataset,
                 "source_file": file,
                 "stage": STAGE_RECONCILIATION,
-                "error_type": "count_mismatch",
+                "error_type": _COUNT_MISMATCH,
                 "error_message": message,
                 "raw_record": "",
                 "namespace_context": "",
@@ -326,7 +358,7 @@ def empty_summary(dataset: str, run_id: str, files: int, skipped: int) -> dict[s
     }
 
 
-def _fill_summary(summary, tallies, quarantined, counts, merge_metrics) -> None:
+def _fill_summary(summary, tallies, quarantined, dead_letter_counts, merge_metrics) -> None:
     read_e = sum(t.page.entries for t in tallies.values())
     read_t = sum(t.page.tombstones for t in tallies.values())
     ok = [t for f, t in tallies.items() if f not in quarantined]
@@ -336,9 +368,9 @@ def _fill_summary(summary, tallies, quarantined, counts, merge_metrics) -> None:
     in_quarantine = sum(t.expected for f, t in tallies.items() if f in quarantined)
     by_stage: Counter[str] = Counter()
     by_type: Counter[str] = Counter()
-    for row in counts:
-        by_stage[row["stage"]] += row["count"]
-        by_type[row["error_type"]] += row["count"]
+    for (stage, error_type), n in dead_letter_counts.items():
+        by_stage[stage] += n
+        by_type[error_type] += n
     summary["files"].update(reconciled=len(ok), quarantined=len(quarantined))
     summary["read"] = {"entries": read_e, "tombstones": read_t}
     summary["silver"] = {"entries": silver_e, "tombstones": silver_t}

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -117,13 +117,29 @@ def winners(entries: DataFrame) -> DataFrame:
 
 
 def merge_silver(
-    spark: SparkSession, lake: Path, dataset: str, rows: dict[str, DataFrame], run_id: str, ingested_at: Any
+    spark: SparkSession,
+    lake: Path,
+    dataset: str,
+    rows: dict[str, DataFrame],
+    run_id: str,
+    ingested_at: Any,
+    sizes: Mapping[str, int] | None = None,
 ) -> dict[str, dict[str, int]]:
+    """MERGE one batch into the Silver tables; return what each table's MERGEs changed.
+
+    `sizes`: the rows of each table in `rows`, where the caller already counted them (the ingest's
+    per-file tally). A MERGE whose source is known to be empty is not run: it would change nothing,
+    and even an empty MERGE costs a second and several Spark jobs. A table missing from `sizes` is
+    MERGEd whatever its size.
+    """
     from delta.tables import DeltaTable
     from pyspark.sql import functions as F
 
     stamp = {"_ingest_run_id": F.lit(run_id), "_ingested_at": F.lit(ingested_at).cast("timestamp")}
-    metrics: dict[str, dict[str, int]] = {}
+    metrics: dict[str, dict[str, int]] = {t: nothing_changed() for t in ("entries", *CHILD_TABLES)}
+    if _known_empty(sizes, "entries"):  # children come only with valid entries: tombstones alone
+        metrics["tombstones"] = _merge_tombstones(spark, lake, dataset, rows["tombstones"], None, stamp, sizes)
+        return metrics
     entries_path = table_path(lake, "entries")
     target = DeltaTable.forPath(spark, str(entries_path))
 
@@ -147,15 +163,30 @@ def merge_silver(
             | (F.col("_held") < F.col("updated"))
             | ((F.col("_held") == F.col("updated")) & (F.col("_held_file") == F.col("_source_file")))
         )
-        .select("dataset", "entry_id", "updated", "_source_file")
-        .localCheckpoint()
+        .select("dataset", "entry_id", "updated", "_source_file", "_held")
+        .localCheckpoint(eager=False)
     )
-    metrics["entries"] = _execute(
-        target.alias("t")
-        .merge(_conform(best, "entries").alias("s"), _on(BUSINESS_KEYS["entries"], dataset))
-        .whenMatchedUpdateAll(condition="s.updated > t.updated")
-        .whenNotMatchedInsertAll(),
-    )
+    # One job both materialises the checkpoint (before any MERGE changes `entries`) and counts what
+    # the MERGEs below have to do.
+    todo = eligible.agg(
+        F.count("*").alias("eligible"),
+        F.count("_held").alias("held"),  # eligible entries Silver held a version of
+        F.count_if(F.col("_held").isNull() | (F.col("_held") < F.col("updated"))).alias("newer"),
+    ).first()
+    assert todo is not None  # an aggregate without grouping has one row
+    if todo["newer"]:  # else every eligible version is already the one Silver holds
+        metrics["entries"] = _execute(
+            target.alias("t")
+            .merge(_conform(best, "entries").alias("s"), _on(BUSINESS_KEYS["entries"], dataset))
+            .whenMatchedUpdateAll(condition="s.updated > t.updated")
+            .whenNotMatchedInsertAll(),
+        )
+    # Children of an older version exist only where Silver held the entry: when this batch held
+    # none before (e.g. a fresh lake) and the MERGE above replaced none (a concurrent writer may have
+    # added one since; one that commits during that MERGE fails it, and the write is redone), there
+    # is nothing to delete. Held ones are always cleaned: a run that died after the entries MERGE
+    # left the older children behind.
+    replaced = bool(todo["held"]) or metrics["entries"]["updated"] > 0
 
     for table in CHILD_TABLES:
         path = table_path(lake, table)
@@ -174,42 +205,64 @@ def merge_silver(
             .dropDuplicates(list(keys))
             .withColumns(stamp)
         )
-        deleted = _execute(
-            child.alias("t")
-            .merge(eligible.alias("s"), f"t.dataset = '{dataset}' AND t.entry_id = s.entry_id")
-            .whenMatchedDelete(condition="t.entry_updated < s.updated"),
-        ).get("deleted", 0)
-        inserted = _execute(
-            child.alias("t").merge(_conform(fresh, table).alias("s"), _on(keys, dataset)).whenNotMatchedInsertAll(),
-        )
-        metrics[table] = {**inserted, "deleted": deleted}
+        if replaced:
+            metrics[table]["deleted"] = _execute(
+                child.alias("t")
+                .merge(eligible.alias("s"), f"t.dataset = '{dataset}' AND t.entry_id = s.entry_id")
+                .whenMatchedDelete(condition="t.entry_updated < s.updated"),
+            )["deleted"]
+        if todo["eligible"] and not _known_empty(sizes, table):
+            inserted = _execute(
+                child.alias("t").merge(_conform(fresh, table).alias("s"), _on(keys, dataset)).whenNotMatchedInsertAll(),
+            )
+            metrics[table].update(inserted=inserted["inserted"], updated=inserted["updated"])
 
-    metrics["tombstones"] = _merge_tombstones(spark, lake, dataset, rows["tombstones"], best, stamp)
+    metrics["tombstones"] = _merge_tombstones(spark, lake, dataset, rows["tombstones"], best, stamp, sizes)
     return metrics
 
 
+def _known_empty(sizes: Mapping[str, int] | None, table: str) -> bool:
+    return sizes is not None and sizes.get(table) == 0
+
+
 def _merge_tombstones(
-    spark: SparkSession, lake: Path, dataset: str, batch: DataFrame, best: DataFrame, stamp: dict
+    spark: SparkSession,
+    lake: Path,
+    dataset: str,
+    batch: DataFrame,
+    best: DataFrame | None,
+    stamp: dict,
+    sizes: Mapping[str, int] | None,
 ) -> dict[str, int]:
     from delta.tables import DeltaTable
     from pyspark.sql import functions as F
 
     path = table_path(lake, "tombstones")
     log = DeltaTable.forPath(spark, str(path))
-    fresh = batch.dropDuplicates(list(BUSINESS_KEYS["tombstones"])).withColumns(stamp)
-    counts = _execute(
-        log.alias("t")
-        .merge(_conform(fresh, "tombstones").alias("s"), _on(BUSINESS_KEYS["tombstones"], dataset))
-        .whenNotMatchedInsertAll(),
-    )
+    counts = nothing_changed()
+    counts["applied_to_entries"] = 0
+    no_tombstones = _known_empty(sizes, "tombstones")
+    if not no_tombstones:
+        fresh = batch.dropDuplicates(list(BUSINESS_KEYS["tombstones"])).withColumns(stamp)
+        counts.update(
+            _execute(
+                log.alias("t")
+                .merge(_conform(fresh, "tombstones").alias("s"), _on(BUSINESS_KEYS["tombstones"], dataset))
+                .whenNotMatchedInsertAll(),
+            )
+        )
 
     # Apply the newest tombstone of every entry this batch touched, whichever run brought it:
-    # a tombstone may arrive before the version it deletes, or after.
-    touched = batch.select("entry_id").union(best.select("entry_id")).distinct()
+    # a tombstone may arrive before the version it deletes, or after. Also when the entries MERGE
+    # changed nothing: a run that died right after it left the new versions without their tombstone.
+    touching = [df.select("entry_id") for df in (None if no_tombstones else batch, best) if df is not None]
+    if not touching:
+        return counts
+    touched = touching[0].union(touching[1]) if len(touching) == 2 else touching[0]
     latest = (
         log.toDF()
         .where(F.col("dataset") == dataset)
-        .join(touched, "entry_id")
+        .join(touched.distinct(), "entry_id")
         .groupBy("dataset", "entry_id")
         .agg(F.max("deleted_at").alias("deleted_at"), F.max_by("deletion_type", "deleted_at").alias("deletion_type"))
     )
@@ -222,7 +275,7 @@ def _merge_tombstones(
             set={"deleted_at": "s.deleted_at", "deletion_type": "s.deletion_type"},
         ),
     )
-    counts["applied_to_entries"] = applied.get("updated", 0)
+    counts["applied_to_entries"] = applied["updated"]
     return counts
 
 
