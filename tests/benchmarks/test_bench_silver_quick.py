@@ -107,7 +107,7 @@ def test_contents_are_recorded_then_asserted(tmp_path: Path, monkeypatch: pytest
     assert "recorded" in bench._check_contents(_raw(tables), quick=False)["verdict"]
     assert "equal to" in bench._check_contents(_raw(tables), quick=False)["verdict"]
     changed = {**tables, "lots": {"rows": 3, "checksum": "0a0c"}}
-    with pytest.raises(RuntimeError, match="Silver contents differ.*lots"):
+    with pytest.raises(RuntimeError, match=r"Silver contents differ.*lots"):
         bench._check_contents(_raw(changed), quick=False)
     with pytest.raises(RuntimeError, match="two ingests of the same pages"):
         bench._check_contents(_raw(tables, again=changed), quick=False)
