@@ -133,3 +133,37 @@ def test_process_age_counts_from_the_process_start() -> None:
         ).stdout
     )
     assert 0.6 <= age < 30
+
+
+@pytest.mark.unit
+def test_goals_are_computed_from_the_fresh_processes() -> None:
+    """The goals table on known numbers: the marginal speed is the older half's MB over the difference of
+    the two fresh ingests, against the reference's MB/s; the fixed cost is a plain ratio of two processes."""
+
+    def fresh(seconds: float, cpu: float, peak: float = 0.0) -> dict:
+        return {"process_s": seconds, "other_load": {"child_cpu_s": cpu, "tree": {"peak_total_mb": peak}}}
+
+    raw = {
+        "corpus": {"bytes": 400 * bench.MB},
+        "config": {"pages": 20},
+        "half_bytes": 200 * bench.MB,
+        "one_page_entries": 20,
+        "contents": {"tables": {"entries": {"rows": 9500, "checksum": "0f"}}, "verdict": "equal"},
+        "measures": {
+            "reference": {"best_s": 4.0, "cpu_s_best": 4.0},
+            "spark_route": {"best_s": 8.0, "cpu_s_best": 16.0},
+            "fresh_half": fresh(100.0, 150.0),
+            "fresh_all": fresh(120.0, 190.0, peak=2500.0),
+            "bare": fresh(20.0, 30.0),
+            "one_page": fresh(40.0, 45.0),
+        },
+    }
+    values = bench._goal_values(raw)
+    assert values["marginal"] == pytest.approx((0.10, 0.05, False))  # 10 MB/s vs 100; 5 MB per CPU s vs 100
+    assert values["fixed"] == pytest.approx((2.0, 1.5, True))
+    assert values["route"] == pytest.approx((0.5, 0.25, False))
+    assert values["rss"] == (2500.0, None, False)
+    table = bench._goals_table(raw).markdown()
+    assert "| 0.10x | 0.05x | >= 0.5x | **no** |" in table
+    assert "| 2.00 | 1.50 | <= 2.0 | yes |" in table
+    assert "entries 9,500" in table
