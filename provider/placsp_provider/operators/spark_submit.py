@@ -50,9 +50,10 @@ def prepare_spark_submit(operator: Any, workdir: Path, context: Any, *, app_name
     """
     from placsp_provider.lineage.spark import with_spark_lineage
     from placsp_provider.spark.jars import jar_paths, spark_env
-    from placsp_provider.spark.session import DELTA_CONF
+    from placsp_provider.spark.session import DELTA_CONF, driver_conf
 
-    operator.conf = with_spark_lineage({**DELTA_CONF, **(operator.conf or {})}, context, app_name=app_name)
+    conf = {**DELTA_CONF, **driver_conf(), **(operator.conf or {})}
+    operator.conf = with_spark_lineage(conf, context, app_name=app_name)
     operator.jars = ",".join([*(str(p) for p in jar_paths()), *([operator.jars] if operator.jars else [])])
     # Only what spark-submit needs: the hook turns env vars into --conf flags that it logs,
     # so the task's whole environment (connection URIs, tokens) must never be passed.

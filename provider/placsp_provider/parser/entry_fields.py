@@ -571,14 +571,61 @@ def _document_kind(local_name: str) -> str:
     return _CAMEL_BOUNDARY.sub("_", stem).lower()
 
 
+# The kind of each tag seen so far (None: not a document reference), so that the walk below costs one
+# dict lookup per element. Bounded: a page of made-up tags must not grow it without end.
+_KIND_OF_TAG: dict[Any, str | None] = {}
+_KIND_OF_TAG_MAX = 4096
+
+
+def _reference_kind(tag: Any) -> str | None:
+    if not (isinstance(tag, str) and tag.endswith(_DOCUMENT_REFERENCE)):
+        return None
+    return _document_kind(tag.rsplit("}", 1)[-1])
+
+
 def _iter_document_references(folder: Element | None) -> Iterator[tuple[str, Element]]:
     # A full walk rather than fixed paths, so a *DocumentReference in a new place is not lost.
     if folder is None:
         return
+    kinds = _KIND_OF_TAG
     for element in folder.iter():
         tag = element.tag
-        if isinstance(tag, str) and tag.endswith(_DOCUMENT_REFERENCE):
-            yield _document_kind(tag.rsplit("}", 1)[-1]), element
+        try:
+            kind = kinds[tag]
+        except KeyError:
+            kind = _reference_kind(tag)
+            if len(kinds) < _KIND_OF_TAG_MAX:
+                kinds[tag] = kind
+        if kind is not None:
+            yield kind, element
+
+
+# A document reference's own fields and those of its Attachment/ExternalReference, by child tag. Read in
+# one pass over each element's children (first occurrence wins, as everywhere): an entry holds ~28
+# references, so this is the hottest loop of a page.
+_REFERENCE_FIELDS = {
+    CBC["ID"]: "document_id",
+    CBC["DocumentTypeCode"]: "document_type_code",
+    CBC["IssueDate"]: "issue_date",
+}
+_EXTERNAL_FIELDS = {CBC["FileName"]: "file_name", CBC["URI"]: "uri", CBC["DocumentHash"]: "document_hash"}
+_ATTACHMENT = CAC["Attachment"]
+_EXTERNAL_REFERENCE = CAC["ExternalReference"]
+
+
+def _first_elements(element: Element, fields: dict[str, str], found: dict[str, Element]) -> Element | None:
+    """Put the first child of each tag in `fields` into `found` (by field name); return the first
+    `cac:Attachment` child, if any."""
+    attachment = None
+    for child in element:
+        tag = child.tag
+        name = fields.get(tag)
+        if name is not None:
+            if name not in found:
+                found[name] = child
+        elif tag == _ATTACHMENT and attachment is None:
+            attachment = child
+    return attachment
 
 
 def _documents(folder: Element | None) -> list[Row]:
@@ -590,18 +637,22 @@ def _documents(folder: Element | None) -> list[Row]:
     rows = []
     positions: dict[str, int] = {}
     for kind, reference in _iter_document_references(folder):
-        kids = _Kids(reference)
-        external = kids.path(CAC["Attachment"], CAC["ExternalReference"])
+        found: dict[str, Element] = {}
+        attachment = _first_elements(reference, _REFERENCE_FIELDS, found)
+        if attachment is not None:
+            external = next(attachment.iterchildren(_EXTERNAL_REFERENCE), None)
+            if external is not None:
+                _first_elements(external, _EXTERNAL_FIELDS, found)
         position = positions.get(kind, 0)
         row = {
             "document_kind": kind,
             "position": position,
-            "document_id": kids.text(CBC["ID"]),
-            "file_name": external.text(CBC["FileName"]),
-            "uri": external.text(CBC["URI"]),
-            "document_hash": external.text(CBC["DocumentHash"]),
-            "document_type_code": kids.text(CBC["DocumentTypeCode"]),
-            "issue_date": kids.text(CBC["IssueDate"]),
+            "document_id": _text(found.get("document_id")),
+            "file_name": _text(found.get("file_name")),
+            "uri": _text(found.get("uri")),
+            "document_hash": _text(found.get("document_hash")),
+            "document_type_code": _text(found.get("document_type_code")),
+            "issue_date": _text(found.get("issue_date")),
         }
         if kind == _PUBLICATION_KIND and not (row["document_id"] or row["uri"] or row["file_name"]):
             continue

@@ -156,7 +156,7 @@ def parse_page(data: bytes, *, dataset: Dataset, source_file: str) -> PageParseR
         )
         out.dead_letters.append(_page_dead_letter(data, layout, dataset, source_file, NOT_A_FEED, reason))
         return out.result(0, 0)
-    parser = make_parser()  # one per page: lxml parsers are reusable but not shareable across threads
+    parser = _record_parser()  # one per page: lxml parsers are reusable but not shareable across threads
     last = len(layout.records) - 1
     for index, span in enumerate(layout.records):
         context = _RecordContext(
@@ -214,7 +214,7 @@ def parse_record(
             namespace_context=context_text,
             closed=closed,
         ),
-        make_parser(),
+        _record_parser(),
         out,
     )
     return out.result(int(kind == ENTRY), int(kind == TOMBSTONE))
@@ -234,6 +234,12 @@ def parse_dead_letter(dead_letter: Row, *, dataset: Dataset, raw_record: bytes |
 
 # ---------------------------------------------------------------------------------------------------
 # One record
+
+
+def _record_parser() -> etree.XMLParser:
+    # Whitespace-only text between elements is dropped by libxml2 (a fifth fewer instructions for a
+    # page): no field reads it, every text read is stripped, and the dead letter keeps the raw bytes.
+    return make_parser(remove_blank_text=True)
 
 
 def _parse_one(context: _RecordContext, parser: etree.XMLParser, out: _Collector) -> None:

@@ -15,6 +15,7 @@ taken as records, and bytes between records (outside any record) are not looked 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -33,6 +34,9 @@ _FIRST_ELEMENT = re.compile(rb"<((?:[A-Za-z_][\w.\-]*:)?([A-Za-z_][\w.\-]*))")
 _START_TAG_REST = re.compile(rb"""(?:\s+[^\s=/>]+\s*=\s*(?:"[^"]*"|'[^']*'))*\s*(/?)>""")
 _XMLNS = re.compile(rb"""\sxmlns(?::([^\s=/>]+))?\s*=\s*(?:"([^"]*)"|'([^']*)')""")
 _RECORD_START = re.compile(rb"<(?:([A-Za-z_][\w.\-]*):)?(entry|deleted-entry)(?=[\s/>])")
+# Where a record start tag's name ends: both names end with `entry`. A literal search for it is ~3x
+# cheaper than trying `_RECORD_START` at each of a page's ~400,000 `<` (see `_record_starts`).
+_RECORD_NAME_END = re.compile(rb"entry(?=[\s/>])")
 
 # Used only for dead letters, when the record did not parse: the first Atom `<id>` / the `ref=`.
 _ENTRY_ID = re.compile(rb"<(?:[A-Za-z_][\w.\-]*:)?id(?:\s[^>]*)?>\s*([^<\s][^<]*?)\s*</")
@@ -137,7 +141,7 @@ def _is_record_tag(data: bytes, match: re.Match[bytes], bindings: dict[bytes, by
 
 def _find_records(data: bytes, bindings: dict[bytes, bytes]) -> list[RecordSpan]:
     starts: list[tuple[int, str, int | None, bytes]] = []
-    for match in _RECORD_START.finditer(data):
+    for match in _record_starts(data):
         found = _is_record_tag(data, match, bindings)
         if found is not None:
             starts.append((match.start(), found[0], found[1], match.group(1) or b""))
@@ -150,6 +154,26 @@ def _find_records(data: bytes, bindings: dict[bytes, bytes]) -> list[RecordSpan]
         end, closed = _record_end(data, start, limit, kind, prefix)
         spans.append(RecordSpan(kind, start, end, closed, prefix.decode("ascii")))
     return spans
+
+
+def _record_starts(data: bytes) -> Iterator[re.Match[bytes]]:
+    """The matches of `_RECORD_START.finditer(data)`, found from the end of their names.
+
+    A match holds one `<` (its first byte) and ends with `entry` plus a delimiter, so it starts at the
+    last `<` before an `entry` hit and must end exactly where that hit ends. Hits do not overlap and
+    each match ends at one place, so every match is found once. Each byte is searched for `<` once and
+    each `<` before a hit is tried once (never per hit), so no text makes this slower than the plain
+    `finditer`.
+    """
+    match: re.Match[bytes] | None = None  # `_RECORD_START` tried at the last `<` before the hit
+    searched = 0
+    for hit in _RECORD_NAME_END.finditer(data):
+        found = data.rfind(b"<", searched, hit.start())
+        if found >= 0:
+            match = _RECORD_START.match(data, found)
+        searched = hit.start()
+        if match is not None and match.end() == hit.end():
+            yield match
 
 
 def _record_end(data: bytes, start: int, limit: int, kind: str, prefix: bytes) -> tuple[int, bool]:

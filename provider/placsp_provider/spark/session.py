@@ -19,9 +19,28 @@ DELTA_CONF: dict[str, str] = {
     # Delta's small-table defaults (50 partitions for a snapshot) cost seconds on a laptop.
     "spark.databricks.delta.snapshotPartitions": "2",
     "spark.sql.session.timeZone": "UTC",
-    # Arrow record batches to Python workers: one page is a few MB, pages per batch stay small.
-    "spark.sql.execution.arrow.maxRecordsPerBatch": "4",
+    # Arrow record batches to Python workers: one page per batch. A page is up to tens of MB and a
+    # worker holds its batch, the page's rows and their Arrow copy at once: 4 pages per batch cost a
+    # 20-page ingest 450 MB more peak RSS (JVM buffers and workers) and no speed (docs/benchmarks.md).
+    "spark.sql.execution.arrow.maxRecordsPerBatch": "1",
 }
+
+
+def driver_java_options() -> str:
+    """JVM options of the driver (`PLACSP_SPARK_JAVA_OPTIONS`; empty for none).
+
+    By default only the C1 compiler: a PLACSP driver lives minutes, and C2's compile threads cost
+    more CPU than its faster code gives back on 2 cores (a 20-page ingest in a fresh process: about
+    a quarter less CPU and time, docs/benchmarks.md). A driver that runs for hours, e.g. a
+    backfill of years in one run, may do better with `PLACSP_SPARK_JAVA_OPTIONS=""`.
+    """
+    return os.environ.get("PLACSP_SPARK_JAVA_OPTIONS", "-XX:TieredStopAtLevel=1")
+
+
+def driver_conf() -> dict[str, str]:
+    """What the driver JVM is started with, by `get_session` or by spark-submit (the operators)."""
+    options = driver_java_options()
+    return {"spark.driver.extraJavaOptions": options} if options else {}
 
 
 def local_conf(cores: str = "*") -> dict[str, str]:
@@ -31,8 +50,11 @@ def local_conf(cores: str = "*") -> dict[str, str]:
         "spark.ui.showConsoleProgress": "false",
         "spark.sql.shuffle.partitions": "4",
         "spark.default.parallelism": "4",
-        "spark.driver.memory": os.environ.get("PLACSP_SPARK_DRIVER_MEMORY", "2g"),
+        # Spark's own default, and what spark-submit gives the operators' drivers: the work that
+        # needs memory (parsing) happens in Python workers, and Spark spills what does not fit.
+        "spark.driver.memory": os.environ.get("PLACSP_SPARK_DRIVER_MEMORY", "1g"),
         "spark.jars": ",".join(str(p) for p in jar_paths()),
+        **driver_conf(),
     }
 
 
