@@ -384,3 +384,23 @@ def test_a_replay_racing_an_ingest_loses_nothing(spark, story, tmp_path, caplog)
 
 def _sql_literal(text: str) -> str:
     return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def test_the_replay_sends_four_dead_letters_per_arrow_batch_and_puts_the_session_back(spark) -> None:
+    # The session sends ingest one page per batch; a replay's records are small, so it sets 4 for its
+    # own parse and leaves the session as it found it (an ingest may follow in the same session).
+    from placsp_provider.spark import replay_job
+
+    key = "spark.sql.execution.arrow.maxRecordsPerBatch"
+    before = spark.conf.get(key, None)
+    with replay_job._arrow_records_per_batch(spark, replay_job.REPLAY_RECORDS_PER_BATCH):
+        assert spark.conf.get(key) == "4"
+    assert spark.conf.get(key, None) == before
+    spark.conf.set(key, "7")
+    with replay_job._arrow_records_per_batch(spark, 4):
+        pass
+    assert spark.conf.get(key) == "7"
+    if before is None:
+        spark.conf.unset(key)
+    else:
+        spark.conf.set(key, before)

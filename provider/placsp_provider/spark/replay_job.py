@@ -27,6 +27,8 @@ import json
 import logging
 import sys
 from collections import Counter, defaultdict
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
@@ -233,9 +235,10 @@ def _replay_records(
     # Checkpointed, not just persisted: some MERGE plans (the tombstone apply) re-ran the whole re-parse
     # from a persisted frame (measured, docs/benchmarks.md). A lost executor fails the replay, which is
     # then simply run again.
-    routed = source.mapInArrow(make_replayer(ds), replay_routed_spark_schema()).localCheckpoint(
-        eager=True, storageLevel=StorageLevel.MEMORY_AND_DISK
-    )
+    with _arrow_records_per_batch(spark, REPLAY_RECORDS_PER_BATCH):  # eager: runs inside the block
+        routed = source.mapInArrow(make_replayer(ds), replay_routed_spark_schema()).localCheckpoint(
+            eager=True, storageLevel=StorageLevel.MEMORY_AND_DISK
+        )
     try:
         produced: Counter[str] = Counter()
         kinds: Counter[str] = Counter()
@@ -275,6 +278,27 @@ def _replay_records(
         )
     finally:
         routed.unpersist()
+
+
+# Dead letters per Arrow batch to the replay's Python workers. The session sends ingest one page per
+# batch (a page is tens of MB); a dead letter is one record, so the replay keeps the 4 per batch it
+# was measured with (docs/benchmarks.md, replay vs ingest).
+REPLAY_RECORDS_PER_BATCH = 4
+_ARROW_BATCH = "spark.sql.execution.arrow.maxRecordsPerBatch"
+
+
+@contextmanager
+def _arrow_records_per_batch(spark: SparkSession, records: int) -> Iterator[None]:
+    """The session's Arrow batch size set to `records` for what runs inside, then put back."""
+    before = spark.conf.get(_ARROW_BATCH, None)
+    spark.conf.set(_ARROW_BATCH, str(records))
+    try:
+        yield
+    finally:
+        if before is None:
+            spark.conf.unset(_ARROW_BATCH)
+        else:
+            spark.conf.set(_ARROW_BATCH, before)
 
 
 def _replay_files(
