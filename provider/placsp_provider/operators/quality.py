@@ -96,7 +96,20 @@ class DataContractCheckOperator(BaseOperator):
                 dataset,
                 lake,
             )
-            summary = {"dataset": dataset, "run_id": context["run_id"], "passed": True, "rules": 0, "skipped": True}
+            # The keys of `DatasetCheck.summary()`, plus `skipped`.
+            summary = {
+                "dataset": dataset,
+                "run_id": context["run_id"],
+                "passed": True,
+                "rules": 0,
+                "failed_error": [],
+                "failed_warn": [],
+                "failures": [],
+                "volume": None,
+                "rows": {},
+                "recorded": 0,
+                "skipped": True,
+            }
             context["ti"].xcom_push(key=XCOM_KEY, value=summary)
             return summary
         start = context.get("data_interval_start")

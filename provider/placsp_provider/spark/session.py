@@ -21,7 +21,7 @@ DELTA_CONF: dict[str, str] = {
     "spark.sql.session.timeZone": "UTC",
     # Arrow record batches to Python workers: one page per batch. A page is up to tens of MB and a
     # worker holds its batch, the page's rows and their Arrow copy at once: 4 pages per batch cost a
-    # 20-page ingest 450 MB more peak RSS (JVM buffers and workers) and no speed (docs/benchmarks.md).
+    # 20-page ingest ~290 MB more peak RSS (the JVM's Arrow buffers) and were slower (docs/benchmarks.md).
     "spark.sql.execution.arrow.maxRecordsPerBatch": "1",
 }
 
