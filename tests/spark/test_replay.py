@@ -386,9 +386,10 @@ def _sql_literal(text: str) -> str:
     return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
-def test_the_replay_sends_four_dead_letters_per_arrow_batch_and_puts_the_session_back(spark) -> None:
-    # The session sends ingest one page per batch; a replay's records are small, so it sets 4 for its
-    # own parse and leaves the session as it found it (an ingest may follow in the same session).
+def test_the_replays_arrow_batch_setting_is_four_inside_and_put_back_after(spark) -> None:
+    # The session sends ingest one page per batch; a replay's records are small, so its parse runs
+    # inside this setting (4), which leaves the session as it found it (an ingest may follow in the same
+    # session). What the replay writes is checked by the other tests here, whatever the batch size.
     from placsp_provider.spark import replay_job
 
     key = "spark.sql.execution.arrow.maxRecordsPerBatch"

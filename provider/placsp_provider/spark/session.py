@@ -30,8 +30,8 @@ def driver_java_options() -> str:
     """JVM options of the driver (`PLACSP_SPARK_JAVA_OPTIONS`; empty for none).
 
     By default only the C1 compiler: a PLACSP driver lives minutes, and C2's compile threads cost
-    more CPU than its faster code gives back on 2 cores (a 20-page ingest in a fresh process: about
-    a quarter less CPU and time, docs/benchmarks.md). A driver that runs for hours, e.g. a
+    more CPU than its faster code gives back on 2 cores (a 20-page ingest in a fresh process: 28%
+    less CPU, 16% less time, docs/benchmarks.md). A driver that runs for hours, e.g. a
     backfill of years in one run, may do better with `PLACSP_SPARK_JAVA_OPTIONS=""`.
     """
     return os.environ.get("PLACSP_SPARK_JAVA_OPTIONS", "-XX:TieredStopAtLevel=1")
