@@ -140,8 +140,12 @@ def test_goals_are_computed_from_the_fresh_processes() -> None:
     """The goals table on known numbers: the marginal speed is the older half's MB over the difference of
     the two fresh ingests, against the reference's MB/s; the fixed cost is a plain ratio of two processes."""
 
-    def fresh(seconds: float, cpu: float, peak: float = 0.0) -> dict:
-        return {"process_s": seconds, "other_load": {"child_cpu_s": cpu, "tree": {"peak_total_mb": peak}}}
+    def fresh(seconds: float, cpu: float, peak: float = 0.0, child_peak: float = 0.0) -> dict:
+        return {
+            "process_s": seconds,
+            "ingest_tree": {"peak_total_mb": peak},  # sampled by the child over its ingest
+            "other_load": {"child_cpu_s": cpu, "tree": {"peak_total_mb": child_peak}},  # the whole child
+        }
 
     raw = {
         "corpus": {"bytes": 400 * bench.MB},
@@ -153,7 +157,7 @@ def test_goals_are_computed_from_the_fresh_processes() -> None:
             "reference": {"best_s": 4.0, "cpu_s_best": 4.0},
             "spark_route": {"best_s": 8.0, "cpu_s_best": 16.0},
             "fresh_half": fresh(100.0, 150.0),
-            "fresh_all": fresh(120.0, 190.0, peak=2500.0),
+            "fresh_all": fresh(120.0, 190.0, peak=2500.0, child_peak=2600.0),
             "bare": fresh(20.0, 30.0),
             "one_page": fresh(40.0, 45.0),
         },
@@ -167,3 +171,4 @@ def test_goals_are_computed_from_the_fresh_processes() -> None:
     assert "| 0.10x | 0.05x | >= 0.5x | **no** |" in table
     assert "| 2.00 | 1.50 | <= 2.0 | yes |" in table
     assert "entries 9,500" in table
+    assert "including the contents check after the ingest peaked at 2,600.0 MB" in table

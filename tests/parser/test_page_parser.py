@@ -752,3 +752,45 @@ def test_dropping_blank_text_changes_no_row(page: Path, dataset: Dataset, monkey
         monkeypatch.undo()
         assert fast == kept
         assert fast.entries or fast.tombstones
+
+
+def _broken_pages() -> list[bytes]:
+    """Pages with page-level dead letters and broken records: the cases a part boundary could split."""
+    entries = ENTRIES[:9]
+    latin1 = _replace_once(entries[4], "ó".encode(), b"\xf3")
+    return [
+        _small_page(footer=b""),  # cut between records: a page-level dead letter at the end
+        HEADER + b"\n".join(TOMBSTONES[:3] + entries[:4] + [latin1] + entries[5:8] + [entries[8][:500]]),
+        ENTITY_BOMB + _small_page().split(b"?>", 1)[1],  # refused whole
+        b"<html><body>Servicio no disponible</body></html>",  # not a feed
+        b"",
+    ]
+
+
+@pytest.mark.parametrize("records_per_part", [1, 3, 50, 10_000])
+def test_parts_hold_exactly_the_rows_of_the_page(records_per_part: int) -> None:
+    # The Spark router parses a page 50 records at a time (memory); the parts together must be
+    # parse_page's result, in order, each part at most that many records, page-level dead letters last.
+    pages = [(name, dataset, data) for name, dataset, data in SAMPLE_PAGES] + [
+        (f"broken{i}", AGREGADAS, data) for i, data in enumerate(_broken_pages())
+    ]
+    for name, dataset, data in pages:
+        whole = parse_page(data, dataset=dataset, source_file=name)
+        parts = list(
+            page_parser.parse_page_in_parts(data, dataset=dataset, source_file=name, records_per_part=records_per_part)
+        )
+        assert parts, name
+        for table in ("entries", "lots", "documents", "results", "tombstones", "dead_letters"):
+            assert [row for part in parts for row in getattr(part, table)] == getattr(whole, table), (name, table)
+        for i, part in enumerate(parts):
+            assert (part.entries_seen, part.tombstones_seen) == (whole.entries_seen, whole.tombstones_seen)
+            records = (
+                len(part.entries) + len(part.tombstones) + sum(d["record_kind"] != "page" for d in part.dead_letters)
+            )
+            assert records <= records_per_part, name
+            if i < len(parts) - 1:
+                assert records == records_per_part, name  # only the last part is short
+                assert not any(d["record_kind"] == "page" for d in part.dead_letters), name
+        expected_parts = max(1, -(-whole.records_seen // records_per_part)) if whole.records_seen else 1
+        if not any(d["error_type"] in ("dtd_refused", "not_a_feed") for d in whole.dead_letters):
+            assert len(parts) == expected_parts, name

@@ -127,3 +127,59 @@ def test_two_writers_on_one_partition_collide_for_real_and_lose_nothing(spark, t
         pytest.fail("no commit conflict in 3 rounds of concurrent writers: the retry path was not exercised")
     stored = spark.read.format("delta").load(str(table_path(lake, "dead_letters")))
     assert stored.count() == written and stored.select("dead_letter_id").distinct().count() == written
+
+
+# -- writes to different tables at once (`run_together`) ------------------------------------------
+@pytest.mark.spark
+def test_independent_writes_run_at_once_with_the_callers_job_group(spark) -> None:
+    import threading
+
+    from placsp_provider.spark.silver_merge import run_together
+
+    both_started = threading.Barrier(2, timeout=30)  # only passes if the two steps run at the same time
+
+    def step(n: int):
+        def run() -> tuple[int, str | None, int]:
+            both_started.wait()
+            group = spark.sparkContext.getLocalProperty("spark.jobGroup.id")
+            return n, group, spark.range(n).count()  # a real Spark job from the thread
+
+        return run
+
+    spark.sparkContext.setJobGroup("placsp-test-together", "run_together")
+    try:
+        assert run_together(spark, {"a": step(3), "b": step(5)}) == {
+            "a": (3, "placsp-test-together", 3),
+            "b": (5, "placsp-test-together", 5),
+        }
+    finally:
+        spark.sparkContext.setLocalProperty("spark.jobGroup.id", None)
+
+
+@pytest.mark.spark
+def test_a_failed_write_waits_for_the_others_and_a_bug_outranks_a_conflict(spark) -> None:
+    import threading
+
+    from placsp_provider.spark.silver_merge import run_together
+
+    finished: list[str] = []
+    release = threading.Event()
+
+    def conflict() -> None:
+        raise ConcurrentAppendException("Files were added to partition [dataset=agregadas]")
+
+    def bug() -> None:
+        release.wait(5)
+        raise ValueError("a bug in one write")
+
+    def slow() -> str:
+        release.set()
+        threading.Event().wait(0.5)
+        finished.append("slow")
+        return "written"
+
+    with pytest.raises(ValueError, match="a bug in one write"):
+        run_together(spark, {"conflict": conflict, "bug": bug, "slow": slow})
+    assert finished == ["slow"]  # not left running behind the error: a retry redoes the whole write
+    with pytest.raises(ConcurrentAppendException):  # only conflicts: the conflict, so it is retried
+        run_together(spark, {"conflict": conflict, "slow": slow})

@@ -24,6 +24,7 @@ for `dtd_refused`, `not_a_feed` (non-empty bytes with no feed root and no record
 from __future__ import annotations
 
 import traceback
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -140,25 +141,45 @@ class _RecordContext:
 
 def parse_page(data: bytes, *, dataset: Dataset, source_file: str) -> PageParseResult:
     """Rows of every valid record of one feed page, and one dead letter per record that is not."""
+    (result,) = parse_page_in_parts(data, dataset=dataset, source_file=source_file)
+    return result
+
+
+def parse_page_in_parts(
+    data: bytes, *, dataset: Dataset, source_file: str, records_per_part: int | None = None
+) -> Iterator[PageParseResult]:
+    """`parse_page`'s rows and dead letters, `records_per_part` records at a time (None: all in one).
+
+    A page of 500 entries makes ~10,000 rows; a consumer that turns each part into Arrow and lets it
+    go holds one part's rows at a time instead of the page's. The parts together hold exactly what
+    `parse_page` returns, in the same order; every part carries the page's counts (`*_seen`), and
+    page-level dead letters come in the last part. There is always at least one part.
+    """
     # The splitter looks for ASCII markup: a UTF-16/32 page is read as UTF-8, as lxml reads it for
     # the extraction's count, so both count the same records.
     data = to_utf8(data)
     layout = page_split.scan_page(data)
+    seen = (layout.entries_seen, layout.tombstones_seen)
     out = _Collector()
     refusal = dtd_refusal(data)
     if refusal is not None:
         out.dead_letters.append(_page_dead_letter(data, layout, dataset, source_file, DTD_REFUSED, refusal))
-        return out.result(layout.entries_seen, layout.tombstones_seen)
+        yield out.result(*seen)
+        return
     if not layout.records and not layout.has_feed_root and data.strip():
         reason = (
             f"no Atom <feed> root and no <entry>/<at:deleted-entry> found (first element: "
             f"{layout.root_name or 'none'}); not a PLACSP feed page, or not UTF-8/ASCII-compatible"
         )
         out.dead_letters.append(_page_dead_letter(data, layout, dataset, source_file, NOT_A_FEED, reason))
-        return out.result(0, 0)
+        yield out.result(0, 0)
+        return
     parser = _record_parser()  # one per page: lxml parsers are reusable but not shareable across threads
     last = len(layout.records) - 1
     for index, span in enumerate(layout.records):
+        if records_per_part and index and index % records_per_part == 0:
+            yield out.result(*seen)
+            out = _Collector()
         context = _RecordContext(
             dataset=dataset,
             source_file=source_file,
@@ -178,7 +199,7 @@ def parse_page(data: bytes, *, dataset: Dataset, source_file: str) -> PageParseR
             "between records, so records after the cut are missing (re-download the page)"
         )
         out.dead_letters.append(_page_dead_letter(data, layout, dataset, source_file, TRUNCATED, reason))
-    return out.result(layout.entries_seen, layout.tombstones_seen)
+    yield out.result(*seen)
 
 
 def parse_record(

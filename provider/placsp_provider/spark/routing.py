@@ -8,6 +8,7 @@ only the struct of its own kind filled. The driver then selects `<kind>.*` for e
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
@@ -17,7 +18,7 @@ import pyarrow as pa
 
 from placsp_provider.datasets import Dataset
 from placsp_provider.lake import DEAD_LETTER_TABLE, SILVER_TABLES
-from placsp_provider.parser.page_parser import PageParseResult, parse_dead_letter, parse_page
+from placsp_provider.parser.page_parser import PageParseResult, parse_dead_letter, parse_page_in_parts
 from placsp_provider.parser.silver_schema import SCHEMAS, record_batch
 
 if TYPE_CHECKING:
@@ -51,13 +52,15 @@ def dead_letter_arrow_schema() -> pa.Schema:
     return SCHEMAS["dead_letters"].append(pa.field("dead_letter_id", pa.string(), nullable=False))
 
 
-def _struct_types() -> dict[str, pa.StructType]:
+@functools.cache
+def _struct_types() -> dict[str, pa.StructType]:  # cached: built for every batch otherwise; callers only read it
     types = {t: pa.struct(list(SCHEMAS[t])) for t in TABLES if t != DEAD_LETTER_TABLE}
     types["dead_letters"] = pa.struct(list(dead_letter_arrow_schema()))
     types["file_stats"] = pa.struct(list(FILE_STATS))
     return types
 
 
+@functools.cache
 def routed_schema() -> pa.Schema:
     fields = [pa.field("kind", pa.string(), nullable=False), pa.field("source_file", pa.string(), nullable=False)]
     fields += [pa.field(name, type_, nullable=True) for name, type_ in _struct_types().items()]
@@ -70,11 +73,25 @@ def routed_spark_schema() -> StructType:
     return from_arrow_schema(routed_schema(), prefer_timestamp_ntz=False)
 
 
-def route_page(data: bytes, *, dataset: Dataset, source_file: str) -> list[pa.RecordBatch]:
-    """One page -> wide batches (one per non-empty table, plus one file_stats row). Pure Python."""
-    result = parse_page(data, dataset=dataset, source_file=source_file)
-    out = _table_batches(result, source_file)
-    page_level = sum(1 for d in result.dead_letters if d["record_kind"] == "page")
+# Records parsed and turned into Arrow at a time. A whole page (500 entries, ~10,000 rows) held as
+# Python dicts, then as Arrow in the worker, then as Arrow in the JVM was the peak of a run's memory:
+# ~300 MB per Python worker and a JVM that grew ~1 GB while routing (docs/benchmarks.md, speed log).
+RECORDS_PER_BATCH = 50
+
+
+def route_page(
+    data: bytes, *, dataset: Dataset, source_file: str, records_per_batch: int | None = RECORDS_PER_BATCH
+) -> Iterator[pa.RecordBatch]:
+    """One page -> wide batches (one per non-empty table of each `records_per_batch` records, then one
+    file_stats row for the page). Pure Python."""
+    page_level = 0
+    result = None
+    for result in parse_page_in_parts(
+        data, dataset=dataset, source_file=source_file, records_per_part=records_per_batch
+    ):
+        page_level += sum(1 for d in result.dead_letters if d["record_kind"] == "page")
+        yield from _table_batches(result, source_file)
+    assert result is not None  # parse_page_in_parts yields at least one part
     stats = pa.RecordBatch.from_pylist(
         [
             {
@@ -85,8 +102,7 @@ def route_page(data: bytes, *, dataset: Dataset, source_file: str) -> list[pa.Re
         ],
         schema=FILE_STATS,
     )
-    out.append(_widen("file_stats", stats, source_file))
-    return out
+    yield _widen("file_stats", stats, source_file)
 
 
 def _table_batches(result: PageParseResult, source_file: str | None) -> list[pa.RecordBatch]:

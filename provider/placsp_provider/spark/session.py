@@ -26,21 +26,36 @@ DELTA_CONF: dict[str, str] = {
 }
 
 
+# C1 only: a PLACSP driver lives minutes, and C2's compile threads cost more CPU than its faster
+# code gives back on 2 cores (a 20-page ingest in a fresh process: 28% less CPU, 16% less time).
+# C1 alone reserves a 48 MB code cache, which a long session fills ("CodeCache is full. Compiler has
+# been disabled": the rest runs interpreted), so it gets C2's usual 240 MB (reserved, not resident).
+# Serial GC: a batch job needs no pause-time goals, and G1's concurrent threads and remembered sets
+# cost the 20-page ingest ~10% more CPU and ~70 MB (docs/benchmarks.md, speed log).
+DEFAULT_DRIVER_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m -XX:+UseSerialGC"
+# The work that needs memory (parsing) happens in Python workers, and Spark spills what does not fit:
+# 768 MB holds a 20-page (471 MB) ingest at the same speed as 1 GB, with ~240 MB less peak RSS. A
+# backfill of thousands of pages in one run may want more (`PLACSP_SPARK_DRIVER_MEMORY`).
+DEFAULT_DRIVER_MEMORY = "768m"
+
+
 def driver_java_options() -> str:
     """JVM options of the driver (`PLACSP_SPARK_JAVA_OPTIONS`; empty for none).
 
-    By default only the C1 compiler: a PLACSP driver lives minutes, and C2's compile threads cost
-    more CPU than its faster code gives back on 2 cores (a 20-page ingest in a fresh process: 28%
-    less CPU, 16% less time, docs/benchmarks.md). A driver that runs for hours, e.g. a
-    backfill of years in one run, may do better with `PLACSP_SPARK_JAVA_OPTIONS=""`.
+    A driver that runs for hours, e.g. a backfill of years in one run, may do better with C2
+    (`PLACSP_SPARK_JAVA_OPTIONS="-XX:+UseSerialGC"`).
     """
-    return os.environ.get("PLACSP_SPARK_JAVA_OPTIONS", "-XX:TieredStopAtLevel=1")
+    return os.environ.get("PLACSP_SPARK_JAVA_OPTIONS", DEFAULT_DRIVER_JAVA_OPTIONS)
 
 
 def driver_conf() -> dict[str, str]:
-    """What the driver JVM is started with, by `get_session` or by spark-submit (the operators)."""
+    """What the driver JVM is started with, by `get_session` or by spark-submit (the operators, where
+    their own `conf` or `driver_memory` wins)."""
+    conf = {"spark.driver.memory": os.environ.get("PLACSP_SPARK_DRIVER_MEMORY", DEFAULT_DRIVER_MEMORY)}
     options = driver_java_options()
-    return {"spark.driver.extraJavaOptions": options} if options else {}
+    if options:
+        conf["spark.driver.extraJavaOptions"] = options
+    return conf
 
 
 def local_conf(cores: str = "*") -> dict[str, str]:
@@ -50,9 +65,6 @@ def local_conf(cores: str = "*") -> dict[str, str]:
         "spark.ui.showConsoleProgress": "false",
         "spark.sql.shuffle.partitions": "4",
         "spark.default.parallelism": "4",
-        # Spark's own default, and what spark-submit gives the operators' drivers: the work that
-        # needs memory (parsing) happens in Python workers, and Spark spills what does not fit.
-        "spark.driver.memory": os.environ.get("PLACSP_SPARK_DRIVER_MEMORY", "1g"),
         "spark.jars": ",".join(str(p) for p in jar_paths()),
         **driver_conf(),
     }

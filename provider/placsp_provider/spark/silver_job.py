@@ -16,7 +16,7 @@ import json
 import logging
 import sys
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -219,15 +219,24 @@ def write_routed(
         nothing_changed,
         record_reconciliation,
         retry_on_conflict,
+        run_together,
     )
 
     def write() -> dict[str, dict[str, int]]:
-        metrics = merge_silver(spark, lake, dataset, routed.rows, run_id, started, routed.sizes)
-        metrics["dead_letters"] = (
-            insert_only(spark, lake, "dead_letters", dataset, routed.dead_letters, ("dead_letter_id",))
-            if routed.sizes["dead_letters"]
-            else nothing_changed()
-        )
+        def silver() -> dict[str, dict[str, int]]:
+            return merge_silver(spark, lake, dataset, routed.rows, run_id, started, routed.sizes)
+
+        def dead_letters() -> dict[str, int]:
+            return insert_only(spark, lake, "dead_letters", dataset, routed.dead_letters, ("dead_letter_id",))
+
+        # Dead letters and Silver are different tables: written at once. The reconciliation, which
+        # marks the files as done, only after both.
+        if routed.sizes["dead_letters"]:
+            both: dict[str, Callable[[], Any]] = {"silver": silver, "dead_letters": dead_letters}
+            done = run_together(spark, both)
+            metrics = {**done["silver"], "dead_letters": done["dead_letters"]}
+        else:
+            metrics = {**silver(), "dead_letters": nothing_changed()}
         record_reconciliation(
             spark,
             lake,

@@ -11,9 +11,11 @@ datasets never conflict.
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -187,14 +189,14 @@ def merge_silver(
     # is nothing to delete. Held ones are always cleaned: a run that died after the entries MERGE
     # left the older children behind.
     replaced = bool(todo["held"]) or metrics["entries"]["updated"] > 0
+    e = eligible.select(
+        "entry_id", F.col("updated").alias("_winner_updated"), F.col("_source_file").alias("_winner_file")
+    )
 
-    for table in CHILD_TABLES:
-        path = table_path(lake, table)
-        child = DeltaTable.forPath(spark, str(path))
+    def child_table(table: str) -> dict[str, int]:
+        counts = nothing_changed()
+        child = DeltaTable.forPath(spark, str(table_path(lake, table)))
         keys = BUSINESS_KEYS[table]
-        e = eligible.select(
-            "entry_id", F.col("updated").alias("_winner_updated"), F.col("_source_file").alias("_winner_file")
-        )
         fresh = (
             rows[table]
             .join(e, "entry_id")
@@ -206,7 +208,7 @@ def merge_silver(
             .withColumns(stamp)
         )
         if replaced:
-            metrics[table]["deleted"] = _execute(
+            counts["deleted"] = _execute(
                 child.alias("t")
                 .merge(eligible.alias("s"), f"t.dataset = '{dataset}' AND t.entry_id = s.entry_id")
                 .whenMatchedDelete(condition="t.entry_updated < s.updated"),
@@ -215,10 +217,37 @@ def merge_silver(
             inserted = _execute(
                 child.alias("t").merge(_conform(fresh, table).alias("s"), _on(keys, dataset)).whenNotMatchedInsertAll(),
             )
-            metrics[table].update(inserted=inserted["inserted"], updated=inserted["updated"])
+            counts.update(inserted=inserted["inserted"], updated=inserted["updated"])
+        return counts
 
-    metrics["tombstones"] = _merge_tombstones(spark, lake, dataset, rows["tombstones"], best, stamp, sizes)
+    # Each child table, and the tombstones, are written by their own MERGEs on their own tables, all
+    # decided by `eligible` (checkpointed above) and the entries MERGE: independent, so at once.
+    steps: dict[str, Callable[[], dict[str, int]]] = {t: functools.partial(child_table, t) for t in CHILD_TABLES}
+    steps["tombstones"] = lambda: _merge_tombstones(spark, lake, dataset, rows["tombstones"], best, stamp, sizes)
+    metrics.update(run_together(spark, steps))
     return metrics
+
+
+def run_together(spark: SparkSession, steps: Mapping[str, Callable[[], T]]) -> dict[str, T]:
+    """Run independent writes (each to its own tables) at once, in threads; return each one's result.
+
+    A MERGE of a few rows spends most of its second or two on the driver (planning, reading the
+    table's log, committing) with the 2 cores idle, so two such MERGEs side by side take little more
+    than one (docs/benchmarks.md, speed log). Every step is waited for, also when one fails: a
+    failed write is redone whole (`retry_on_conflict`), never while a step of it still runs. The
+    error raised is the first that is not a commit conflict, else the first conflict.
+    """
+    from pyspark.util import inheritable_thread_target  # the job group and other local properties go along
+
+    if len(steps) < 2:
+        return {name: step() for name, step in steps.items()}
+    with ThreadPoolExecutor(max_workers=len(steps), thread_name_prefix="placsp-merge") as pool:
+        futures = {name: pool.submit(inheritable_thread_target(spark)(step)) for name, step in steps.items()}
+        wait(futures.values())
+    errors = [err for f in futures.values() if (err := f.exception()) is not None]
+    if errors:
+        raise next((err for err in errors if not is_commit_conflict(err)), errors[0])
+    return {name: f.result() for name, f in futures.items()}
 
 
 def _known_empty(sizes: Mapping[str, int] | None, table: str) -> bool:

@@ -1,0 +1,43 @@
+"""The router's Arrow batches (pure Python, no Spark started): a page routed 50 records at a time
+gives exactly the rows of the page routed whole, and one file_stats row."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+
+from placsp_provider.datasets import get_dataset
+from placsp_provider.spark.routing import RECORDS_PER_BATCH, TABLES, route_page, routed_schema
+
+pytestmark = pytest.mark.unit
+
+SAMPLES = Path(__file__).resolve().parents[2] / "include" / "placsp_samples"
+PAGE_2022 = SAMPLES / "1044_agregadas" / "PlataformasAgregadasSinMenores_20220104_030016_1.atom"
+
+
+def _by_kind(batches: list[pa.RecordBatch]) -> dict[str, pa.Table]:
+    table = pa.Table.from_batches(batches, schema=routed_schema())
+    return {kind: table.filter(pc.equal(table["kind"], kind)) for kind in (*TABLES, "file_stats")}
+
+
+@pytest.mark.parametrize("cut", [None, 130_000])  # whole, and cut inside a record (a truncated page)
+def test_batches_of_records_route_the_same_rows_as_the_whole_page(cut: int | None) -> None:
+    data = PAGE_2022.read_bytes()[:cut]
+    agregadas = get_dataset("agregadas")
+    whole = list(route_page(data, dataset=agregadas, source_file="p.atom", records_per_batch=None))
+    small = list(route_page(data, dataset=agregadas, source_file="p.atom", records_per_batch=7))
+    assert RECORDS_PER_BATCH == 50
+    assert len(small) > len(whole)  # it did cut the page: 500 records, 7 at a time
+    whole_rows, small_rows = _by_kind(whole), _by_kind(small)
+    for kind in (*TABLES, "file_stats"):
+        assert small_rows[kind].equals(whole_rows[kind]), kind
+    (stats,) = whole_rows["file_stats"].column("file_stats").to_pylist()
+    assert (
+        (stats["entries_seen"], stats["tombstones_seen"]) == (117, 383) if cut is None else stats["entries_seen"] < 117
+    )
+    assert whole_rows["entries"].num_rows + whole_rows["tombstones"].num_rows > 0
+    if cut is not None:  # the truncated record is a dead letter, counted once
+        assert whole_rows["dead_letters"].num_rows == 1
