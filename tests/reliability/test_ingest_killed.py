@@ -99,7 +99,7 @@ def test_a_daily_run_killed_mid_merge_and_after_its_commits_ends_as_a_clean_run(
     assert Counter(plan) == DAILY_RUN_COMMITS, plan
     # The fixed ends: Silver starts with the entries MERGE (the dead letters may come before it), and
     # the reconciliation comes last.
-    assert [t for t in plan if t != "dead_letters"][0] == "entries" and plan[-1] == "reconciliation", plan
+    assert next(t for t in plan if t != "dead_letters") == "entries" and plan[-1] == "reconciliation", plan
 
     mid = ingest(lake, DAY2_RUN, tmp_path, "mid-merge", harness.mid_merge(lake, "entries"))
     assert mid.killed, f"the ingest ended before its first MERGE was caught:\n{mid.stderr[-3000:]}"
