@@ -332,6 +332,7 @@ class ProcessTree:
         self._last_scan = 0.0
         self._tick = os.sysconf("SC_CLK_TCK")
         self.baseline_total = 0.0
+        self.parent: dict[int, int] = {}
 
     def _scan(self) -> None:
         kids: dict[int, list[int]] = defaultdict(list)
@@ -343,7 +344,9 @@ class ProcessTree:
                     stat = fh.read()
             except OSError:
                 continue
-            kids[int(stat.rsplit(")", 1)[1].split()[1])].append(int(name))
+            parent = int(stat.rsplit(")", 1)[1].split()[1])
+            kids[parent].append(int(name))
+            self.parent[int(name)] = parent
         found, todo = [], [self.root]
         while todo:
             pid = todo.pop()
@@ -352,7 +355,7 @@ class ProcessTree:
         self.pids = found
         self._last_scan = time.monotonic()
 
-    def _read(self, pid: int) -> tuple[float, float, float, str] | None:
+    def _read(self, pid: int) -> tuple[float, float, float, str, int] | None:
         try:
             with open(f"/proc/{pid}/status") as fh:
                 status = fh.read()
@@ -362,27 +365,31 @@ class ProcessTree:
             return None
         rss = re.search(r"^VmRSS:\s*(\d+)", status, re.M)
         hwm = re.search(r"^VmHWM:\s*(\d+)", status, re.M)
-        if rss is None or hwm is None:
+        size = re.search(r"^VmSize:\s*(\d+)", status, re.M)
+        if rss is None or hwm is None or size is None:
             return None
         comm = stat[stat.index("(") + 1 : stat.rindex(")")]
         fields = stat.rsplit(")", 1)[1].split()
         cpu = (int(fields[11]) + int(fields[12])) / self._tick
-        return int(rss.group(1)) * 1024 / MB, int(hwm.group(1)) * 1024 / MB, cpu, comm
+        return int(rss.group(1)) * 1024 / MB, int(hwm.group(1)) * 1024 / MB, cpu, comm, int(size.group(1))
 
     def sample(self) -> None:
         if time.monotonic() - self._last_scan > 1.0:
             self._scan()
         total = 0.0
-        for pid in self.pids:
-            got = self._read(pid)
-            if got is None:
+        read = {pid: got for pid in self.pids if (got := self._read(pid)) is not None}
+        for pid, (rss, hwm, cpu, comm, size) in read.items():
+            self.cpu[pid] = cpu
+            self.cpu0.setdefault(pid, 0.0)
+            mother = read.get(self.parent.get(pid, -1))
+            if mother is not None and (mother[0], mother[4]) == (rss, size):
+                # A child caught between vfork and exec (the JVM starts helpers that way) runs in
+                # its parent's address space: the same memory, not more. Counting it doubled the
+                # JVM at random samples.
                 continue
-            rss, hwm, cpu, comm = got
             total += rss
             self.hwm[pid] = max(self.hwm.get(pid, 0.0), hwm)
             self.comm[pid] = comm
-            self.cpu[pid] = cpu
-            self.cpu0.setdefault(pid, 0.0)
         self.peak_total = max(self.peak_total, total)
 
     def reset(self, clear: bool = True) -> None:

@@ -90,6 +90,24 @@ def test_tree_sampler_sees_a_child_process() -> None:
     assert report["peak_total_mb"] >= 80
 
 
+@pytest.mark.unit
+def test_tree_sampler_counts_a_child_in_its_parents_address_space_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The JVM starts helpers with vfork: until exec, the child shows its parent's VmRSS and VmSize.
+    # That window is microseconds, too short to catch from a test, so /proc is stood in for here.
+    proc = {
+        1: (1300.0, 1300.0, 0.0, "java", 5_000_000),
+        2: (1300.0, 1300.0, 0.0, "java", 5_000_000),  # the JVM's vfork child before exec
+        3: (200.0, 200.0, 0.0, "python3", 900_000),  # a Python worker: its own memory
+        4: (200.0, 200.0, 0.0, "python3", 900_000),  # a worker's twin under another parent: counted
+    }
+    tree = ProcessTree()
+    tree.pids, tree.parent, tree._last_scan = [1, 2, 3, 4], {2: 1, 3: 1, 4: 2}, time.monotonic() + 60
+    monkeypatch.setattr(tree, "_read", proc.get)
+    tree.sample()
+    assert tree.peak_total == 1300 + 200 + 200
+    assert 2 not in tree.hwm
+
+
 def _raw(tables: dict, again: dict | None = None) -> dict:
     config = {"pages": 20, "items_per_page": 500}
     return {
