@@ -115,17 +115,43 @@ def delta_commits(spark: Any, lake: Path, since: dict[str, int]) -> list[dict[st
     for table, path in lake_tables(lake).items():
         if not (path / "_delta_log").is_dir():
             continue
-        history = DeltaTable.forPath(spark, str(path)).history().select("version", "operation", "operationMetrics")
+        history = DeltaTable.forPath(spark, str(path)).history()
+        history = history.select("version", "timestamp", "operation", "operationMetrics")
         for r in sorted(history.collect(), key=lambda r: r["version"]):
             if r["version"] > since.get(table, -1):
                 metrics = {k: int(v) for k, v in (r["operationMetrics"] or {}).items() if str(v).isdigit()}
-                out.append({"table": table, "version": r["version"], "operation": r["operation"], "metrics": metrics})
+                out.append(
+                    {
+                        "table": table,
+                        "version": r["version"],
+                        "operation": r["operation"],
+                        "metrics": metrics,
+                        "committed_at": r["timestamp"].timestamp(),
+                    }
+                )
     return out
 
 
 def merge_seconds(commits: list[dict[str, Any]]) -> list[tuple[str, float]]:
     """(table, seconds) of every MERGE among `commits`, from Delta's `executionTimeMs`."""
     return [(c["table"], c["metrics"].get("executionTimeMs", 0) / 1e3) for c in commits if c["operation"] == "MERGE"]
+
+
+def merge_wall_seconds(commits: list[dict[str, Any]]) -> float:
+    """Wall time during which at least one MERGE of `commits` ran: the union of each MERGE's
+    [commit time - `executionTimeMs`, commit time]. MERGEs of different tables run at once, so their
+    summed execution times overstate the time they take."""
+    spans = sorted(
+        (c["committed_at"] - c["metrics"].get("executionTimeMs", 0) / 1e3, c["committed_at"])
+        for c in commits
+        if c["operation"] == "MERGE"
+    )
+    total, end = 0.0, float("-inf")
+    for start, stop in spans:
+        if stop > end:
+            total += stop - max(start, end)
+            end = stop
+    return total
 
 
 # Columns that say when a row was written, not what it holds: left out of content checksums.

@@ -65,6 +65,7 @@ from benchmarks._lake import (
     land_template,
     link_lake,
     merge_seconds,
+    merge_wall_seconds,
     spark_session,
 )
 from benchmarks.pagegen import Corpus, generate_corpus
@@ -423,7 +424,7 @@ def _ingest_table(ing: dict[str, Any]) -> Table:
                 f"{changed['numTargetRowsDeleted']:,}",
             ]
         )
-    merge_s = run["merge_execution_s"]
+    merge_s, merge_wall = run["merge_execution_s"], run["merge_wall_s"]
     small = ing["small"]
     return Table(
         title=f"Where the whole ingest's time goes ({f2(ing['best_s'])} s), from Delta's table history",
@@ -435,12 +436,15 @@ def _ingest_table(ing: dict[str, Any]) -> Table:
         ],
         rows=rows,
         notes=[
-            f"MERGE execution in all: {f2(merge_s)} s ({merge_s / ing['best_s']:.0%} of the ingest); the rest (reading "
-            "and routing the pages, per-file counts, table creation, history reads) "
-            f"{f2(ing['best_s'] - merge_s)} s. {run['spark_jobs']} Spark jobs (status tracker).",
+            f"MERGE execution in all: {f2(merge_s)} s summed over the MERGEs; they run at once where they write "
+            f"different tables, so MERGEs ran during {f2(merge_wall)} s of the ingest "
+            f"({merge_wall / ing['best_s']:.0%}); "
+            "the rest (reading and routing the pages, per-file counts, table creation, history reads) "
+            f"{f2(ing['best_s'] - merge_wall)} s. {run['spark_jobs']} Spark jobs (status tracker).",
             f"Fixed cost: the same ingest of 2 small pages ({ing['small_entries']} entries) into a fresh lake took "
             f"{f2(ing['warm_s'])} s as the first Delta work of the JVM (what a fresh spark-submit pays) and "
-            f"{f2(small['seconds'])} s warm, {f2(small['merge_execution_s'])} s of it in MERGE execution.",
+            f"{f2(small['seconds'])} s warm, MERGEs running during {f2(small['merge_wall_s'])} s of it "
+            f"({f2(small['merge_execution_s'])} s summed).",
         ],
     )
 
@@ -460,7 +464,7 @@ def _findings(raw: dict[str, Any]) -> list[str]:
         f"{f2(ref['cpu_s_best'])}; `route_page` alone needs {f2(single['route_page_cpu'])} CPU s on one core, so "
         f"{cores} workers with no Spark overhead at all would reach {ceiling:.2f}x.",
         f"The whole ingest takes {f2(ing['best_s'])} s ({ref['best_s'] / ing['best_s']:.2f}x the reference's "
-        f"speed), {ing['run']['merge_execution_s'] / ing['best_s']:.0%} of it in Delta MERGE execution; a 2-page "
+        f"speed), MERGEs running during {ing['run']['merge_wall_s'] / ing['best_s']:.0%} of it; a 2-page "
         f"ingest takes {f2(ing['small']['seconds'])} s warm, the fixed cost of a run of any size.",
         f"Memory: the JVM grows to {f1(route['tree']['jvm_hwm_mb'])} MB during parse-and-route, each Python worker "
         f"peaks at {f1(route['tree']['workers_hwm_max_mb'])} MB; one process running `parse_page` over every page "
@@ -593,15 +597,18 @@ def _child_single(p: dict[str, Any]) -> dict[str, Any]:
     from placsp_provider.parser.page_parser import parse_page
     from placsp_provider.spark.routing import route_page
 
+    def route_all(data: bytes, *, dataset: Any, source_file: str) -> list[Any]:
+        return list(route_page(data, dataset=dataset, source_file=source_file))  # a generator: run it through
+
     ds = get_dataset(_DATASET)
     files = p["files"]
     _warm_page_cache(files)
     sample = Path(p["warm_files"][0]).read_bytes()
     for _ in range(2):  # imports, pyarrow's first conversions, caches: not timed
         parse_page(sample, dataset=ds, source_file="warm")
-        route_page(sample, dataset=ds, source_file="warm")
+        route_all(sample, dataset=ds, source_file="warm")
     out: dict[str, Any] = {"baseline_mb": peak_rss_mb()}
-    for name, fn in (("parse_page", parse_page), ("route_page", route_page)):
+    for name, fn in (("parse_page", parse_page), ("route_page", route_all)):
         runs, cpus = [], []
         for _ in range(p["repeats"]):
             gc.collect()
@@ -679,6 +686,7 @@ def _child_spark_ingest(p: dict[str, Any]) -> dict[str, Any]:
         return seconds, {
             "commits": commits,
             "merge_execution_s": sum(sec for _, sec in merge_seconds(commits)),
+            "merge_wall_s": merge_wall_seconds(commits),
             "spark_jobs": jobs,
             "summary": {k: summary[k] for k in ("read", "silver", "files", "conservation")},
         }
@@ -707,7 +715,11 @@ def _child_spark_ingest(p: dict[str, Any]) -> dict[str, Any]:
         "tree_note": "fresh JVM after a 2-page warm-up ingest",
         "run": run,
         "warm_s": warm_s,
-        "small": {"seconds": small_s, "merge_execution_s": small["merge_execution_s"]},
+        "small": {
+            "seconds": small_s,
+            "merge_execution_s": small["merge_execution_s"],
+            "merge_wall_s": small["merge_wall_s"],
+        },
     }
 
 

@@ -124,7 +124,10 @@ def test_report_renders_the_ratio_against_the_same_lake_ingest(fresh: bool) -> N
     assert throughput.rows[0][:5] == ["**`run_replay`** of the 100 fixed dead letters", "100", "20.00", "5.0", "0.50x"]
     assert len(throughput.rows) == (6 if fresh else 5)
     assert ratios.rows[0][1] == "0.50x" and all(math.isfinite(float(r[1].rstrip("x"))) for r in ratios.rows)
-    assert parts.rows[0][:2] == ["Silver MERGEs (9)", "11.00"]  # Delta's executionTimeMs of each MERGE
+    assert parts.rows[0][:2] == [
+        "Silver MERGEs (9; at once where their tables differ)",
+        "11.00",
+    ]  # Delta's executionTimeMs of each MERGE
     rest = next(r for r in parts.rows if r[0] == bench._REST)
     assert rest[1] == "8.00"  # 20 s minus 12 s of MERGEs
     assert any("second MERGE on `entries`" in f for f in result.findings)  # 3.00 s vs 0.70 s

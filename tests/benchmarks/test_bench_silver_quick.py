@@ -190,3 +190,21 @@ def test_goals_are_computed_from_the_fresh_processes() -> None:
     assert "| 2.00 | 1.50 | <= 2.0 | yes |" in table
     assert "entries 9,500" in table
     assert "including the contents check after the ingest peaked at 2,600.0 MB" in table
+
+
+@pytest.mark.unit
+def test_merges_at_once_count_once_in_wall_time() -> None:
+    from benchmarks._lake import merge_wall_seconds
+
+    def merge(ended: float, ms: int, table: str = "lots") -> dict:
+        return {"table": table, "operation": "MERGE", "committed_at": ended, "metrics": {"executionTimeMs": ms}}
+
+    commits = [
+        merge(10.0, 2000, "entries"),  # 8-10
+        merge(13.0, 2000),  # 11-13, beside the next
+        merge(12.5, 1000, "results"),  # 11.5-12.5: inside the one above
+        merge(14.0, 2000, "documents"),  # 12-14: overlaps it
+        {"table": "entries", "operation": "CREATE TABLE", "committed_at": 1.0, "metrics": {}},
+    ]
+    assert merge_wall_seconds(commits) == pytest.approx(2.0 + 3.0)
+    assert merge_wall_seconds([]) == 0.0
