@@ -91,6 +91,7 @@ class Config:
     quiet_wait_s: float = 120.0  # before each child, wait up to this long for the rest of the machine to idle
     noise_cores: float = 0.25  # a child next to more foreign load than this (in cores) is run again...
     attempts: int = 3  # ...up to this many times in all; the quietest attempt is kept
+    fresh_repeats: int = 2  # whole-process runs of each goal measurement (fresh ingests, bare session); fastest kept
 
     @property
     def half(self) -> int:  # N of the marginal ingest (2N = all pages)
@@ -98,7 +99,9 @@ class Config:
 
 
 FULL = Config()
-QUICK = Config(pages=2, items_per_page=20, repeats=1, route_repeats=1, warm_items=5, quiet_wait_s=0.0, attempts=1)
+QUICK = Config(
+    pages=2, items_per_page=20, repeats=1, route_repeats=1, warm_items=5, quiet_wait_s=0.0, attempts=1, fresh_repeats=1
+)
 CONTENTS = REPO / "benchmarks" / "silver_contents.json"
 RECORD_CONTENTS = "PLACSP_BENCH_RECORD_CONTENTS"
 
@@ -155,7 +158,10 @@ def run(quick: bool = False) -> BenchResult:
                 "lake": str(tmp / "lake-half-plus-one"),
             },
         }
-        measures = {key: _quietest(cfg, {**base, "task": key, **payload}, noise) for key, payload in spec.items()}
+        measures = {}
+        for key, payload in spec.items():
+            fresh = payload.get("task") in ("fresh_ingest", "bare_session")
+            measures[key] = _best_of(cfg.fresh_repeats if fresh else 1, cfg, {**base, "task": key, **payload}, noise)
     measures["spark_ingest"]["small_entries"] = warm.total_entries
     raw = {"config": cfg.__dict__, "quick": quick, "corpus": corpus_facts(clean), "measures": measures, "noise": noise}
     raw["half_bytes"] = sum(p.bytes for p in clean.pages[cfg.half :])
@@ -197,6 +203,20 @@ def _quietest(cfg: Config, payload: dict[str, Any], noise: dict[str, float]) -> 
     noise["waited_s"] += waited
     noise["repeated_s"] += time.perf_counter() - t0 - best["other_load"]["wall_s"] - waited
     best["attempts_other_cores"] = [r["other_load"]["cores"] for r in tries]
+    return best
+
+
+def _best_of(runs: int, cfg: Config, payload: dict[str, Any], noise: dict[str, float]) -> dict[str, Any]:
+    """A whole-process measurement `runs` times, the fastest kept (`process_s`; every run's seconds in
+    `process_runs_s`): the marginal cost is a difference of two of them, where one slow run shows twice."""
+    results = []
+    for _ in range(runs):
+        if payload["task"] == "fresh_ingest":  # each run writes its lake afresh
+            shutil.rmtree(payload["lake"], ignore_errors=True)
+        results.append(_quietest(cfg, payload, noise))
+    best = min(results, key=lambda r: r.get("process_s", 0.0)) if runs > 1 else results[0]
+    if "process_s" in best:
+        best["process_runs_s"] = [r["process_s"] for r in results]
     return best
 
 
@@ -378,6 +398,10 @@ def _goals_table(raw: dict[str, Any]) -> Table:
         shown = f1(wall) if key == "rss" else f"{wall:.2f}{unit}"
         rows.append([label, shown, f"{cpu:.2f}{unit}" if cpu else "", goal, "yes" if met else "**no**"])
     secs = {k: f2(ms[k]["process_s"]) for k in ("fresh_half", "fresh_all", "bare", "one_page")}
+    runs = ", ".join(
+        f"{k} {' / '.join(f2(x) for x in ms[k].get('process_runs_s', [ms[k]['process_s']]))}"
+        for k in ("fresh_half", "fresh_all", "one_page", "bare")
+    )
     tables_rows = ", ".join(f"{t} {v['rows']:,}" for t, v in raw["contents"]["tables"].items())
     cfg = raw["config"]
     return Table(
@@ -393,6 +417,8 @@ def _goals_table(raw: dict[str, Any]) -> Table:
             f"Fixed cost: one page of {raw['one_page_entries']} entries ingested into (a copy of) the "
             f"{cfg['pages'] // 2}-page lake {secs['one_page']} s, against a SparkSession plus a count of the "
             f"entries Delta table {secs['bare']} s.",
+            f"Each of these is the fastest of {cfg.get('fresh_repeats', 1)} whole-process run(s); seconds of every "
+            f"run: {runs}.",
             f"Peak RSS: the fresh {cfg['pages']}-page ingest's whole process tree (driver, JVM, Python workers) "
             "from the session's start to the end of `run_ingest`, sampled every 0.5 s by the child; the same "
             f"child including the contents check after the ingest peaked at "
