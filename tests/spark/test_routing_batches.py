@@ -35,9 +35,10 @@ def test_batches_of_records_route_the_same_rows_as_the_whole_page(cut: int | Non
     for kind in (*TABLES, "file_stats"):
         assert small_rows[kind].equals(whole_rows[kind]), kind
     (stats,) = whole_rows["file_stats"].column("file_stats").to_pylist()
-    assert (
-        (stats["entries_seen"], stats["tombstones_seen"]) == (117, 383) if cut is None else stats["entries_seen"] < 117
-    )
+    if cut is None:
+        assert (stats["entries_seen"], stats["tombstones_seen"]) == (117, 383)
+    else:
+        assert stats["entries_seen"] < 117
     assert whole_rows["entries"].num_rows + whole_rows["tombstones"].num_rows > 0
     if cut is not None:  # the truncated record is a dead letter, counted once
         assert whole_rows["dead_letters"].num_rows == 1
