@@ -9,7 +9,8 @@ sampled by `_common.ProcessTree`.
 
 1. Same pages, one core: an lxml `iterparse` extraction of the core fields (the reference every
    ratio is measured against), then the provider's `parse_page` and `route_page`.
-2. Parse-and-route on Spark: `binaryFile` + `mapInArrow(make_router(...))`, the provider's router.
+2. Parse-and-route on Spark: `route_pages` (a `binaryFile` listing + `mapInArrow(make_router(...))`),
+   the provider's router.
 3. The whole `run_ingest` into a fresh lake (parse, route, reconcile, MERGE). Where its time goes
    comes from Delta's own metrics (each commit's `operationMetrics` in the table history: MERGE
    `executionTimeMs`) and Spark's status tracker (jobs), never from wrapping provider functions.
@@ -325,7 +326,7 @@ def _tables(raw: dict[str, Any]) -> list[Table]:
             row("`parse_page`, one process", single, "1", "parse_page"),
             row("`route_page` (= `parse_page` + Arrow batches), one process", single, "1", "route_page"),
             row(
-                "**Spark parse-and-route**: `binaryFile` + `mapInArrow(make_router)`, "
+                "**Spark parse-and-route**: `route_pages` (listing + `mapInArrow(make_router)`), "
                 f"{route['partitions']} partitions",
                 route,
                 "2",
@@ -652,11 +653,10 @@ def _child_single(p: dict[str, Any]) -> dict[str, Any]:
 # -- children: Spark ------------------------------------------------------------------------------
 def _routed_frame(spark: Any, files: list[str]) -> Any:
     from placsp_provider.datasets import get_dataset
-    from placsp_provider.spark.routing import make_router, routed_spark_schema
+    from placsp_provider.spark.routing import route_pages
 
-    raw = spark.read.format("binaryFile").load(files).select("path", "content")
     lake = str(Path(files[0]).parent)  # the pages' folder stands for the lake: names become relative
-    return raw.mapInArrow(make_router(get_dataset(_DATASET), lake), routed_spark_schema())
+    return route_pages(spark, get_dataset(_DATASET), lake, files)
 
 
 def _child_spark_route(p: dict[str, Any]) -> dict[str, Any]:

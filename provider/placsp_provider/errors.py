@@ -29,5 +29,15 @@ class UntrustedUrlError(FeedError):
     """A URL (a link in a page, a redirect) that is not on the configured site: refused, never fetched."""
 
 
+class BronzePageError(PlacspError):
+    """A landed Bronze page could not be read back for parsing (removed, unreadable, not a POSIX path)."""
+
+    def __init__(self, dataset: str, file: str, reason: str, *, stage: str = "parse") -> None:
+        self.dataset = dataset
+        self.file = file
+        self.reason = reason
+        super().__init__(f"dataset {dataset}: {file}: stage {stage}: {reason}")
+
+
 class ConfigError(PlacspError, ValueError):
     """A configuration value that cannot work; raised before any network or Spark work."""

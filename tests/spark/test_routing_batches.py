@@ -42,3 +42,43 @@ def test_batches_of_records_route_the_same_rows_as_the_whole_page(cut: int | Non
     assert whole_rows["entries"].num_rows + whole_rows["tombstones"].num_rows > 0
     if cut is not None:  # the truncated record is a dead letter, counted once
         assert whole_rows["dead_letters"].num_rows == 1
+
+
+# -- the router reads its pages from the lake ------------------------------------------------------
+def _run_router(paths: list[str], lake: Path) -> list[pa.RecordBatch]:
+    from placsp_provider.spark.routing import make_router
+
+    listing = pa.RecordBatch.from_pylist([{"path": p} for p in paths])  # a listing as Spark hands it over
+    return list(make_router(get_dataset("agregadas"), str(lake))(iter([listing])))
+
+
+def test_router_reads_each_listed_page_from_the_lake(tmp_path: Path) -> None:
+    lake = tmp_path / "my lake"  # a space: Spark's listing spells it %20
+    page = lake / "bronze" / "agregadas" / "pages" / "p.atom"
+    page.parent.mkdir(parents=True)
+    page.write_bytes(PAGE_2022.read_bytes())
+    spark_spelling = "file:" + str(page).replace(" ", "%20")
+    routed = _by_kind(_run_router([spark_spelling], lake))
+    relative = "bronze/agregadas/pages/p.atom"  # as the manifest names it
+    direct = _by_kind(list(route_page(PAGE_2022.read_bytes(), dataset=get_dataset("agregadas"), source_file=relative)))
+    assert routed["entries"].num_rows == 117
+    for kind in (*TABLES, "file_stats"):
+        assert routed[kind].equals(direct[kind]), kind
+
+
+def test_a_page_gone_after_listing_is_a_clear_error(tmp_path: Path) -> None:
+    from placsp_provider.errors import BronzePageError
+
+    gone = f"file:{tmp_path}/bronze/agregadas/pages/gone.atom"
+    with pytest.raises(BronzePageError) as raised:
+        _run_router([gone], tmp_path)
+    message = str(raised.value)
+    assert message.startswith("dataset agregadas: bronze/agregadas/pages/gone.atom: stage parse: "), message
+    assert "No such file" in message and "removed after landing" in message
+
+
+def test_a_lake_that_is_not_a_posix_path_is_refused(tmp_path: Path) -> None:
+    from placsp_provider.errors import BronzePageError
+
+    with pytest.raises(BronzePageError, match="the lake must be a POSIX path"):
+        _run_router(["s3a://bucket/lake/bronze/agregadas/pages/p.atom"], tmp_path)

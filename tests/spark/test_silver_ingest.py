@@ -422,3 +422,72 @@ def test_summary_dead_letter_counts_are_the_delta_tables(spark, tmp_path: Path) 
         ("refused", "dtd_refused"),
         ("mismatched", "count_mismatch"),  # not its entries' own: the whole file is out
     }, files
+
+
+def test_a_page_missing_from_bronze_stops_the_run_before_any_write(spark, tmp_path: Path) -> None:
+    from placsp_provider.bronze.manifest import Manifest
+    from placsp_provider.errors import BronzePageError
+
+    lake = tmp_path / "lake"
+    pages = {"a.atom": page([(1, day(3))]), "b.atom": page([(2, day(3))])}
+    manifest = Manifest.load(land(lake, "agregadas", pages))
+    gone = next(p.file for p in manifest.pages if "/b." in p.file)
+    (lake / gone).unlink()
+    with pytest.raises(BronzePageError) as raised:
+        ingest(spark, lake, "agregadas", "r1")
+    assert str(raised.value) == (
+        f"dataset agregadas: {gone}: stage ingest: a manifest names this page but it is not in Bronze; "
+        "run the extraction of its interval again"
+    )
+    for name in ("entries", "dead_letters", "reconciliation"):  # the other page waits for the next run
+        assert table(spark, lake, name).count() == 0, name
+
+
+def test_a_page_removed_while_the_run_reads_it_is_the_users_first_line(spark, tmp_path: Path, monkeypatch) -> None:
+    """Listed when the run started, removed before Spark read it (the race is staged by removing the
+    file right after Spark listed it): Spark's own error, a JVM stack, comes back as the provider's,
+    naming the file, and nothing is written."""
+    from placsp_provider.bronze.manifest import Manifest
+    from placsp_provider.errors import BronzePageError
+    from placsp_provider.spark import silver_job
+
+    lake = tmp_path / "lake"
+    (landed,) = Manifest.load(land(lake, "agregadas", {"a.atom": page([(1, day(3))])})).pages
+
+    def listed_then_removed(*args, **kwargs):
+        frame = route_pages(*args, **kwargs)
+        (lake / landed.file).unlink()
+        return frame
+
+    route_pages = silver_job.route_pages
+    monkeypatch.setattr(silver_job, "route_pages", listed_then_removed)
+    with pytest.raises(BronzePageError) as raised:
+        ingest(spark, lake, "agregadas", "r1")
+    assert str(raised.value) == (
+        f"dataset agregadas: {landed.file}: stage parse: the page was removed while the run read it; "
+        "nothing was written: run the ingest again"
+    )
+    for name in ("entries", "dead_letters", "reconciliation"):
+        assert table(spark, lake, name).count() == 0, name
+
+
+def test_a_workers_own_error_crosses_spark_as_itself(spark) -> None:
+    import pyarrow as pa
+
+    from placsp_provider.errors import BronzePageError
+    from placsp_provider.spark.silver_job import _worker_bronze_error
+
+    def fail(batches):
+        for _ in batches:
+            raise BronzePageError("agregadas", "bronze/x: y.atom", "cannot read the landed page (Permission denied)")
+        yield pa.RecordBatch.from_pylist([])
+
+    with pytest.raises(Exception) as raised:
+        spark.range(1).mapInArrow(fail, "id long").collect()
+    assert "Traceback" in str(raised.value)  # what the user would have seen first
+    error = _worker_bronze_error(raised.value, "other", Path("/lake"))
+    assert (
+        str(error)
+        == "dataset agregadas: bronze/x: y.atom: stage parse: cannot read the landed page (Permission denied)"
+    )
+    assert _worker_bronze_error(ValueError("something else"), "agregadas", Path("/lake")) is None

@@ -159,9 +159,10 @@ class _Kids:
         by_tag: dict[Any, list[Element]] = {}
         if element is not None:
             for child in element:
-                found = by_tag.get(child.tag)
+                tag = child.tag  # lxml builds the tag string on each read: read it once
+                found = by_tag.get(tag)
                 if found is None:
-                    by_tag[child.tag] = [child]
+                    by_tag[tag] = [child]
                 else:
                     found.append(child)
         self._by_tag = by_tag

@@ -1,9 +1,11 @@
-"""Parse-and-route on Spark: raw pages in (binaryFile), typed rows of every table out (mapInArrow).
+"""Parse-and-route on Spark: page paths in (a `binaryFile` listing), typed rows of every table out
+(mapInArrow).
 
-Each Python worker runs the plain `parse_page` on whole pages, so a broken entry, or a page that
-is not well-formed as a whole, costs only itself and every failure carries lxml's exact message.
-The output is one wide Arrow batch per table: a `kind` column and one struct column per table,
-only the struct of its own kind filled. The driver then selects `<kind>.*` for each table.
+Each Python worker reads its pages from the lake and runs the plain `parse_page` on them, so a broken
+entry, or a page that is not well-formed as a whole, costs only itself and every failure carries
+lxml's exact message. The output is one wide Arrow batch per table: a `kind` column and one struct
+column per table, only the struct of its own kind filled. The driver then selects `<kind>.*` for each
+table.
 """
 
 from __future__ import annotations
@@ -17,11 +19,13 @@ from urllib.parse import unquote, urlsplit
 import pyarrow as pa
 
 from placsp_provider.datasets import Dataset
+from placsp_provider.errors import BronzePageError
 from placsp_provider.lake import DEAD_LETTER_TABLE, SILVER_TABLES
 from placsp_provider.parser.page_parser import PageParseResult, parse_dead_letter, parse_page_in_parts
 from placsp_provider.parser.silver_schema import SCHEMAS, record_batch
 
 if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.types import StructType
 
 TABLES = (*SILVER_TABLES, DEAD_LETTER_TABLE)
@@ -146,24 +150,53 @@ def _widen(kind: str, batch: pa.RecordBatch, source_file: str | list[str]) -> pa
 def lake_relative(spark_path: str, lake: str) -> str:
     """`file:/lake/bronze/x.atom` or `file:///lake/...` (Spark's spellings) -> `bronze/x.atom`, the
     way the extraction manifest names files. Paths outside the lake are returned whole."""
-    parts = urlsplit(spark_path)
-    path = unquote(parts.path) if parts.scheme in ("file", "") else spark_path
+    path = _local_path(spark_path) or spark_path
     root = lake.rstrip("/") + "/"
     return path[len(root) :] if path.startswith(root) else path
 
 
+def _local_path(spark_path: str) -> str | None:
+    """The POSIX path of a `file:` (or scheme-less) path as Spark spells it; None for any other scheme."""
+    parts = urlsplit(spark_path)
+    return unquote(parts.path) if parts.scheme in ("file", "") else None
+
+
+def read_page(spark_path: str, *, dataset: Dataset, lake: str) -> bytes:
+    """The bytes of one landed page, read where the worker runs (the lake is a POSIX path that the
+    driver and every executor see at the same place: docs/architecture.md)."""
+    path = _local_path(spark_path)
+    if path is None:
+        raise BronzePageError(dataset.key, spark_path, "the lake must be a POSIX path (a local disk or a shared mount)")
+    try:
+        with open(path, "rb") as page:
+            return page.read()
+    except OSError as err:
+        reason = f"cannot read the landed page ({err.strerror or err}); was it moved or removed after landing?"
+        raise BronzePageError(dataset.key, lake_relative(spark_path, lake), reason) from err
+
+
 def make_router(dataset: Dataset, lake: str) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
-    """The function handed to `mapInArrow` over a `binaryFile` frame (columns path, content)."""
+    """The function handed to `mapInArrow` over a page listing (column `path`, Spark's spelling)."""
 
     def route(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
-            paths = batch.column("path").to_pylist()
-            contents = batch.column("content")
-            for i, path in enumerate(paths):
-                source_file = lake_relative(path, lake)
-                yield from route_page(contents[i].as_py(), dataset=dataset, source_file=source_file)
+            for path in batch.column("path").to_pylist():
+                data = read_page(path, dataset=dataset, lake=lake)
+                yield from route_page(data, dataset=dataset, source_file=lake_relative(path, lake))
 
     return route
+
+
+def route_pages(spark: SparkSession, dataset: Dataset, lake: str, files: list[str]) -> DataFrame:
+    """Every page of `files` (absolute paths in the lake) parsed and routed: the wide frame above.
+
+    Spark lists the files (a missing one fails here, before any work) and splits them into tasks by
+    size; each worker reads its pages itself. Shipping the bytes through the JVM (`binaryFile`'s
+    `content`) cost as much CPU as a third of the parse (docs/benchmarks.md, speed log), and the
+    content column is never read when only `path` is selected.
+    """
+    listing = spark.read.format("binaryFile").load(files).select("path")
+    return listing.mapInArrow(make_router(dataset, lake), routed_spark_schema())
 
 
 # -- replay ------------------------------------------------------------------------------------------

@@ -19,9 +19,9 @@ DELTA_CONF: dict[str, str] = {
     # Delta's small-table defaults (50 partitions for a snapshot) cost seconds on a laptop.
     "spark.databricks.delta.snapshotPartitions": "2",
     "spark.sql.session.timeZone": "UTC",
-    # Arrow record batches to Python workers: one page per batch. A page is up to tens of MB and a
-    # worker holds its batch, the page's rows and their Arrow copy at once: 4 pages per batch cost a
-    # 20-page ingest ~290 MB more peak RSS (the JVM's Arrow buffers) and were slower (docs/benchmarks.md).
+    # Arrow record batches to Python workers: one row per batch. The ingest now sends page paths (each
+    # worker reads its page), but any frame of pages' bytes must not travel 4 to a batch: that cost a
+    # 20-page ingest ~290 MB more peak RSS (the JVM's Arrow buffers) and was slower (docs/benchmarks.md).
     "spark.sql.execution.arrow.maxRecordsPerBatch": "1",
 }
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import re
 import sys
 from collections import Counter
 from collections.abc import Callable, Mapping
@@ -25,12 +26,13 @@ from typing import TYPE_CHECKING, Any
 from placsp_provider.bronze.manifest import LandedPage, Manifest
 from placsp_provider.datasets import Dataset, get_dataset
 from placsp_provider.dead_letters.lifecycle import STAGE_RECONCILIATION
+from placsp_provider.errors import BronzePageError
 from placsp_provider.lake import SILVER_TABLES, bronze_dir, run_summary_path, table_path
 from placsp_provider.spark.routing import (
     dead_letter_arrow_schema,
     dead_letter_id,
-    make_router,
-    routed_spark_schema,
+    lake_relative,
+    route_pages,
 )
 from placsp_provider.spark.tables import ensure_tables
 
@@ -161,10 +163,22 @@ def route_files(
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
-    raw = spark.read.format("binaryFile").load([str(lake / p.file) for p in pages]).select("path", "content")
-    routed = raw.mapInArrow(make_router(ds, str(lake)), routed_spark_schema()).persist(StorageLevel.MEMORY_AND_DISK)
+    missing = [p.file for p in pages if not (lake / p.file).is_file()]
+    if missing:
+        more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
+        reason = "a manifest names this page but it is not in Bronze; run the extraction of its interval again"
+        raise BronzePageError(ds.key, missing[0] + more, reason, stage="ingest")
+    files = [str(lake / p.file) for p in pages]
+    routed = route_pages(spark, ds, str(lake), files).persist(StorageLevel.MEMORY_AND_DISK)
 
-    tallies = _tally(routed, pages, lake)
+    try:  # the first action over the routed pages: where a worker's error surfaces
+        tallies = _tally(routed, pages, lake)
+    except Exception as err:
+        routed.unpersist()
+        bronze = _worker_bronze_error(err, ds.key, lake)
+        if bronze is None:
+            raise
+        raise bronze from err
     quarantined = {f: r for f, t in tallies.items() if (r := t.quarantine_reason())}
     keep = routed.where(~F.col("source_file").isin(list(quarantined))) if quarantined else routed
     rows = {t: keep.where(F.col("kind") == t).select(f"{t}.*") for t in SILVER_TABLES}
@@ -289,6 +303,26 @@ def _tally(routed: DataFrame, pages: list[LandedPage], lake: Path) -> dict[str, 
     for f in missing:  # Spark read nothing at all for it: quarantined by the count check below
         log.warning("Spark produced nothing for %s", f)
     return tallies
+
+
+_BRONZE_PAGE_ERROR = re.compile(r"BronzePageError: (dataset (\S+): (.+?): stage (\w+): (.+))$", re.MULTILINE)
+_FILE_GONE = re.compile(r"\[FAILED_READ_FILE\.FILE_NOT_EXIST\] Encountered error while reading file (\S+?)\. ")
+
+
+def _worker_bronze_error(err: Exception, dataset: str, lake: Path) -> BronzePageError | None:
+    """A page that could not be read while Spark ran (removed after the run started, or a worker that
+    cannot open it), from the text of Spark's own exception: raised as the provider's error, so the
+    user's first line is the message and not a JVM stack."""
+    text = str(err)
+    raised = _BRONZE_PAGE_ERROR.search(text)
+    if raised is not None:
+        _, ds, file, stage, reason = raised.groups()
+        return BronzePageError(ds, file, reason, stage=stage)
+    gone = _FILE_GONE.search(text)
+    if gone is not None:
+        reason = "the page was removed while the run read it; nothing was written: run the ingest again"
+        return BronzePageError(dataset, lake_relative(gone.group(1), str(lake)), reason)
+    return None
 
 
 def _reconciliation_letter_files(quarantined: Mapping[str, str | None]) -> dict[str, str | None]:
