@@ -40,6 +40,7 @@ import tempfile
 import time
 from collections import Counter
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -69,7 +70,7 @@ from benchmarks._lake import (
     merge_wall_seconds,
     spark_session,
 )
-from benchmarks.pagegen import Corpus, generate_corpus
+from benchmarks.pagegen import DEFAULT_NEWEST, Corpus, generate_corpus
 
 NAME = "silver"
 TITLE = "Silver ingest (parse-and-route on Spark, whole ingest)"
@@ -124,6 +125,12 @@ def run(quick: bool = False) -> BenchResult:
         common: dict[str, Any] = {"dataset_key": _DATASET, "entry_pool": _POOL, "seed": SEED}
         clean = generate_corpus(tmp / "clean", pages=cfg.pages, items_per_page=cfg.items_per_page, **common)
         warm = generate_corpus(tmp / "warm", pages=cfg.warm_pages, items_per_page=cfg.warm_items, **common)
+        # The fixed cost's page: a day later, newer versions of entries the lake holds (the same ids as
+        # the corpus's newest page), so every MERGE of a daily run has work to do. The warm page's
+        # versions are all older than the lake's: ingesting it MERGEs only its tombstone.
+        later = generate_corpus(
+            tmp / "later", pages=1, items_per_page=cfg.warm_items, newest=DEFAULT_NEWEST + timedelta(days=1), **common
+        )
         base = {
             "files": [str(f) for f in clean.files],
             "warm_files": [str(f) for f in warm.files],
@@ -154,9 +161,15 @@ def run(quick: bool = False) -> BenchResult:
             "bare": {"task": "bare_session", "lake": str(tmp / "lake-half")},
             "one_page": {
                 "task": "fresh_ingest",
-                "template": str(land_template(_first(warm, 1), tmp / "bronze-one")),
+                "template": str(land_template(later, tmp / "bronze-one")),
                 "base_lake": str(tmp / "lake-half"),
                 "lake": str(tmp / "lake-half-plus-one"),
+            },
+            "one_stale_page": {
+                "task": "fresh_ingest",
+                "template": str(land_template(_first(warm, 1), tmp / "bronze-one-stale")),
+                "base_lake": str(tmp / "lake-half"),
+                "lake": str(tmp / "lake-half-plus-stale"),
             },
         }
         measures = {}
@@ -166,7 +179,8 @@ def run(quick: bool = False) -> BenchResult:
     measures["spark_ingest"]["small_entries"] = warm.total_entries
     raw = {"config": cfg.__dict__, "quick": quick, "corpus": corpus_facts(clean), "measures": measures, "noise": noise}
     raw["half_bytes"] = sum(p.bytes for p in clean.pages[cfg.half :])
-    raw["one_page_entries"] = warm.pages[0].entries
+    raw["one_page_entries"] = later.pages[0].entries
+    raw["one_stale_page_entries"] = warm.pages[0].entries
     # Kept before anything below can fail (a contents mismatch, a report bug): minutes of measurements.
     out = REPO / "benchmarks" / "out"
     out.mkdir(parents=True, exist_ok=True)
@@ -390,6 +404,32 @@ def _goal_values(raw: dict[str, Any]) -> dict[str, tuple[float, float | None, bo
     }
 
 
+def _merged(measure: dict[str, Any]) -> str:
+    """What the run's MERGEs changed, from its summary: `entries +0 ~19 -0, lots ...`."""
+    merge = measure.get("summary", {}).get("merge")
+    if not merge:
+        return "changes not recorded"
+    parts = [
+        f"{table} +{m.get('inserted', 0)} ~{m.get('updated', 0)} -{m.get('deleted', 0)}"
+        for table, m in merge.items()
+        if any(m.get(k) for k in ("inserted", "updated", "deleted"))
+    ]
+    return "rows inserted/updated/deleted: " + (", ".join(parts) or "none")
+
+
+def _stale_page_note(raw: dict[str, Any]) -> list[str]:
+    ms = raw["measures"]
+    stale = ms.get("one_stale_page")
+    if stale is None:
+        return []
+    return [
+        f"The floor of a run: a page of {raw['one_stale_page_entries']} entries, all older than the versions "
+        f"the lake holds ({_merged(stale)}), took {f2(stale['process_s'])} s, "
+        f"{stale['process_s'] / ms['bare']['process_s']:.2f}x the bare session (until 2026-12-02 this page "
+        "was the fixed-cost measure)."
+    ]
+
+
 def _goals_table(raw: dict[str, Any]) -> Table:
     ms, values = raw["measures"], _goal_values(raw)
     rows = []
@@ -401,7 +441,8 @@ def _goals_table(raw: dict[str, Any]) -> Table:
     secs = {k: f2(ms[k]["process_s"]) for k in ("fresh_half", "fresh_all", "bare", "one_page")}
     runs = ", ".join(
         f"{k} {' / '.join(f2(x) for x in ms[k].get('process_runs_s', [ms[k]['process_s']]))}"
-        for k in ("fresh_half", "fresh_all", "one_page", "bare")
+        for k in ("fresh_half", "fresh_all", "one_page", "one_stale_page", "bare")
+        if k in ms
     )
     tables_rows = ", ".join(f"{t} {v['rows']:,}" for t, v in raw["contents"]["tables"].items())
     cfg = raw["config"]
@@ -415,9 +456,11 @@ def _goals_table(raw: dict[str, Any]) -> Table:
             f"pages into a fresh lake {secs['fresh_half']} s, of all {cfg['pages']} {secs['fresh_all']} s; the "
             f"marginal speed is the {raw['half_bytes'] / MB:,.0f} MB of the older pages over the difference, against "
             f"the reference's MB/s. CPU: of each child's process tree.",
-            f"Fixed cost: one page of {raw['one_page_entries']} entries ingested into (a copy of) the "
+            f"Fixed cost: one page of {raw['one_page_entries']} entries, newer versions of entries the lake "
+            f"holds (what a daily run brings; {_merged(ms['one_page'])}), ingested into (a copy of) the "
             f"{cfg['pages'] // 2}-page lake {secs['one_page']} s, against a SparkSession plus a count of the "
             f"entries Delta table {secs['bare']} s.",
+            *_stale_page_note(raw),
             f"Each of these is the fastest of {cfg.get('fresh_repeats', 1)} whole-process run(s); seconds of every "
             f"run: {runs}.",
             f"Peak RSS: the fresh {cfg['pages']}-page ingest's whole process tree (driver, JVM, Python workers) "
@@ -780,7 +823,7 @@ def _child_fresh_ingest(p: dict[str, Any]) -> dict[str, Any]:
         "process_s": process_s,
         "setup_s": setup_s,
         "ingest_tree": tree.report(),
-        "summary": {k: summary[k] for k in ("read", "silver", "files")},
+        "summary": {k: summary[k] for k in ("read", "silver", "files", "merge")},
     }
     if not p.get("base_lake"):
         out["contents"] = lake_contents(spark, lake)
