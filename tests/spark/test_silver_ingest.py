@@ -484,8 +484,8 @@ def test_a_workers_own_error_crosses_spark_as_itself(spark) -> None:
 
     with pytest.raises(Exception) as raised:
         spark.range(1).mapInArrow(fail, "id long").collect()
-    assert "Traceback" in str(raised.value)  # what the user would have seen first
     error = _worker_bronze_error(raised.value, "other", Path("/lake"))
+    assert error is not None, str(raised.value)[:5000]  # else the user's first line is this JVM stack
     assert (
         str(error)
         == "dataset agregadas: bronze/x: y.atom: stage parse: cannot read the landed page (Permission denied)"

@@ -313,7 +313,7 @@ def _worker_bronze_error(err: Exception, dataset: str, lake: Path) -> BronzePage
     """A page that could not be read while Spark ran (removed after the run started, or a worker that
     cannot open it), from the text of Spark's own exception: raised as the provider's error, so the
     user's first line is the message and not a JVM stack."""
-    text = str(err)
+    text = _error_text(err)
     raised = _BRONZE_PAGE_ERROR.search(text)
     if raised is not None:
         _, ds, file, stage, reason = raised.groups()
@@ -323,6 +323,22 @@ def _worker_bronze_error(err: Exception, dataset: str, lake: Path) -> BronzePage
         reason = "the page was removed while the run read it; nothing was written: run the ingest again"
         return BronzePageError(dataset, lake_relative(gone.group(1), str(lake)), reason)
     return None
+
+
+def _error_text(err: BaseException) -> str:
+    """The error's text and, for a JVM error py4j did not convert, every message of its cause chain
+    (the worker's own message sits in a cause)."""
+    parts = [str(err)]
+    cause = getattr(err, "java_exception", None)
+    for _ in range(16):  # a cause chain is short; never loop on a cyclic one
+        if cause is None:
+            break
+        try:
+            parts.append(str(cause.toString()))
+            cause = cause.getCause()
+        except Exception:  # the gateway is gone: what was gathered must do
+            break
+    return "\n".join(parts)
 
 
 def _reconciliation_letter_files(quarantined: Mapping[str, str | None]) -> dict[str, str | None]:
