@@ -391,7 +391,7 @@ def _child_scan_cost(p: dict[str, Any]) -> dict[str, Any]:
     for f in files:  # warm the page cache
         f.read_bytes()
     out: dict[str, Any] = {"pages": len(files), "bytes": sum(f.stat().st_size for f in files)}
-    passes = {
+    passes: dict[str, Callable[[Path], Any]] = {
         "scan_page": scan_page,
         "iterparse_end_tag": floor,
         "iterparse_end_tag_no_blanks": lambda f: floor(f, remove_blank_text=True),
