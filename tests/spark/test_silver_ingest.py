@@ -469,25 +469,3 @@ def test_a_page_removed_while_the_run_reads_it_is_the_users_first_line(spark, tm
     )
     for name in ("entries", "dead_letters", "reconciliation"):
         assert table(spark, lake, name).count() == 0, name
-
-
-def test_a_workers_own_error_crosses_spark_as_itself(spark) -> None:
-    import pyarrow as pa
-
-    from placsp_provider.errors import BronzePageError
-    from placsp_provider.spark.silver_job import _worker_bronze_error
-
-    def fail(batches):
-        for _ in batches:
-            raise BronzePageError("agregadas", "bronze/x: y.atom", "cannot read the landed page (Permission denied)")
-        yield pa.RecordBatch.from_pylist([])
-
-    with pytest.raises(Exception) as raised:
-        spark.range(1).mapInArrow(fail, "id long").collect()
-    error = _worker_bronze_error(raised.value, "other", Path("/lake"))
-    assert error is not None, str(raised.value)[:5000]  # else the user's first line is this JVM stack
-    assert (
-        str(error)
-        == "dataset agregadas: bronze/x: y.atom: stage parse: cannot read the landed page (Permission denied)"
-    )
-    assert _worker_bronze_error(ValueError("something else"), "agregadas", Path("/lake")) is None
