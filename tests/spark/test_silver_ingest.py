@@ -451,7 +451,7 @@ def test_a_page_removed_while_the_run_reads_it_is_the_users_first_line(spark, tm
     from placsp_provider.errors import BronzePageError
     from placsp_provider.spark import silver_job
 
-    lake = tmp_path / "lake"
+    lake = tmp_path / "my lake"  # a space: the JVM names the file in its message as it is
     (landed,) = Manifest.load(land(lake, "agregadas", {"a.atom": page([(1, day(3))])})).pages
 
     def listed_then_removed(*args, **kwargs):

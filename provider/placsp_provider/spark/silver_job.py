@@ -171,11 +171,11 @@ def route_files(
     files = [str(lake / p.file) for p in pages]
     routed = route_pages(spark, ds, str(lake), files).persist(StorageLevel.MEMORY_AND_DISK)
 
-    try:  # the first action over the routed pages: where a worker's error surfaces
+    try:  # the first action over the routed pages: where a page removed since the listing surfaces
         tallies = _tally(routed, pages, lake)
     except Exception as err:
         routed.unpersist()
-        bronze = _worker_bronze_error(err, ds.key, lake)
+        bronze = _page_gone_error(err, ds.key, lake)
         if bronze is None:
             raise
         raise bronze from err
@@ -305,10 +305,12 @@ def _tally(routed: DataFrame, pages: list[LandedPage], lake: Path) -> dict[str, 
     return tallies
 
 
-_FILE_GONE = re.compile(r"\[FAILED_READ_FILE\.FILE_NOT_EXIST\] Encountered error while reading file (\S+?)\. ")
+_FILE_GONE = re.compile(
+    r"\[FAILED_READ_FILE\.FILE_NOT_EXIST\] Encountered error while reading file (.+?)\. File does not exist"
+)
 
 
-def _worker_bronze_error(err: Exception, dataset: str, lake: Path) -> BronzePageError | None:
+def _page_gone_error(err: Exception, dataset: str, lake: Path) -> BronzePageError | None:
     """A page removed after the run listed it, from the text of Spark's own exception (the JVM checks
     each listed file before a worker reads it): raised as the provider's error, so the user's first
     line is the message and not a JVM stack.
