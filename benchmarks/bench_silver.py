@@ -50,6 +50,7 @@ from benchmarks._common import (
     BenchResult,
     ProcessTree,
     Table,
+    abba,
     child_main,
     corpus_facts,
     cpu_seconds,
@@ -93,7 +94,8 @@ class Config:
     quiet_wait_s: float = 120.0  # before each child, wait up to this long for the rest of the machine to idle
     noise_cores: float = 0.25  # a child next to more foreign load than this (in cores) is run again...
     attempts: int = 3  # ...up to this many times in all; the quietest attempt is kept
-    fresh_repeats: int = 2  # whole-process runs of each goal measurement (fresh ingests, bare session); fastest kept
+    fresh_repeats: int = 2  # whole-process runs of a measurement compared with nothing (the stale page); fastest kept
+    paired_repeats: int = 3  # whole-process runs of each side of a goal's pair (PAIRED), in ABBA order; fastest kept
 
     @property
     def half(self) -> int:  # N of the marginal ingest (2N = all pages)
@@ -102,10 +104,22 @@ class Config:
 
 FULL = Config()
 QUICK = Config(
-    pages=2, items_per_page=20, repeats=1, route_repeats=1, warm_items=5, quiet_wait_s=0.0, attempts=1, fresh_repeats=1
+    pages=2,
+    items_per_page=20,
+    repeats=1,
+    route_repeats=1,
+    warm_items=5,
+    quiet_wait_s=0.0,
+    attempts=1,
+    fresh_repeats=1,
+    paired_repeats=1,
 )
 CONTENTS = REPO / "benchmarks" / "silver_contents.json"
 RECORD_CONTENTS = "PLACSP_BENCH_RECORD_CONTENTS"
+
+# The whole-process measurements a goal compares with each other (the marginal: the 2N-page ingest minus
+# the N-page one; the fixed cost: the one-page ingest over the bare session): run interleaved.
+PAIRED: tuple[tuple[str, str], ...] = (("fresh_half", "fresh_all"), ("one_page", "bare"))
 
 # Issue 15's goals (`issues show 15`): (label, measure key, goal).
 GOALS: tuple[tuple[str, str, str], ...] = (
@@ -172,10 +186,18 @@ def run(quick: bool = False) -> BenchResult:
                 "lake": str(tmp / "lake-half-plus-stale"),
             },
         }
-        measures = {}
+        measures: dict[str, dict[str, Any]] = {}
         for key, payload in spec.items():
-            fresh = payload.get("task") in ("fresh_ingest", "bare_session")
-            measures[key] = _best_of(cfg.fresh_repeats if fresh else 1, cfg, {**base, "task": key, **payload}, noise)
+            if key in measures:
+                continue
+            pair = next((p for p in PAIRED if key in p), None)
+            if pair is None:  # one warm-session child, or a whole-process run compared with nothing
+                fresh = payload.get("task") in ("fresh_ingest", "bare_session")
+                runs = cfg.fresh_repeats if fresh else 1
+                measures[key] = _best_of(runs, cfg, {**base, "task": key, **payload}, noise)
+                continue
+            payloads = {k: {**base, "task": k, **spec[k]} for k in pair}
+            measures.update(_interleaved(pair, cfg.paired_repeats, cfg, payloads, noise))
     measures["spark_ingest"]["small_entries"] = warm.total_entries
     raw = {"config": cfg.__dict__, "quick": quick, "corpus": corpus_facts(clean), "measures": measures, "noise": noise}
     raw["half_bytes"] = sum(p.bytes for p in clean.pages[cfg.half :])
@@ -223,13 +245,35 @@ def _quietest(cfg: Config, payload: dict[str, Any], noise: dict[str, float]) -> 
 
 def _best_of(runs: int, cfg: Config, payload: dict[str, Any], noise: dict[str, float]) -> dict[str, Any]:
     """A whole-process measurement `runs` times, the fastest kept (`process_s`; every run's seconds in
-    `process_runs_s`): the marginal cost is a difference of two of them, where one slow run shows twice."""
-    results = []
-    for _ in range(runs):
-        if payload["task"] == "fresh_ingest":  # each run writes its lake afresh
-            shutil.rmtree(payload["lake"], ignore_errors=True)
-        results.append(_quietest(cfg, payload, noise))
-    best = min(results, key=lambda r: r.get("process_s", 0.0)) if runs > 1 else results[0]
+    `process_runs_s`)."""
+    return _fastest([_run_fresh(cfg, payload, noise) for _ in range(runs)])
+
+
+def _interleaved(
+    pair: tuple[str, str], runs: int, cfg: Config, payloads: dict[str, dict[str, Any]], noise: dict[str, float]
+) -> dict[str, dict[str, Any]]:
+    """Two whole-process measurements that a goal compares, `runs` times each in ABBA order (a, b, b, a,
+    ...), the fastest of each kept. A goal's ratio or difference of two of them is only as good as its
+    worse side: run in blocks, a slow spell of the machine lands on one side only (the marginal read
+    0.42x and 0.85x in two runs of the same code that way)."""
+    results: dict[str, list[dict[str, Any]]] = {k: [] for k in pair}
+    order = abba(runs, *pair)
+    for key in order:
+        results[key].append(_run_fresh(cfg, payloads[key], noise))
+    out = {k: _fastest(v) for k, v in results.items()}
+    for key in pair:
+        out[key]["run_order"] = order
+    return out
+
+
+def _run_fresh(cfg: Config, payload: dict[str, Any], noise: dict[str, float]) -> dict[str, Any]:
+    if payload["task"] == "fresh_ingest":  # each run writes its lake afresh
+        shutil.rmtree(payload["lake"], ignore_errors=True)
+    return _quietest(cfg, payload, noise)
+
+
+def _fastest(results: list[dict[str, Any]]) -> dict[str, Any]:
+    best = min(results, key=lambda r: r.get("process_s", 0.0)) if len(results) > 1 else results[0]
     if "process_s" in best:
         best["process_runs_s"] = [r["process_s"] for r in results]
     return best
@@ -404,6 +448,20 @@ def _goal_values(raw: dict[str, Any]) -> dict[str, tuple[float, float | None, bo
     }
 
 
+def _marginal_spread(raw: dict[str, Any]) -> str:
+    """The marginal each round of the interleaved ingests gives on its own (the i-th run of each side,
+    run next to each other): how far one round can be from the goal's value."""
+    ms = raw["measures"]
+    half, full = ms["fresh_half"].get("process_runs_s", []), ms["fresh_all"].get("process_runs_s", [])
+    if min(len(half), len(full)) < 2:
+        return ""
+    ref_speed = raw["corpus"]["bytes"] / ms["reference"]["best_s"]
+    rounds = [
+        raw["half_bytes"] / (b - a) / ref_speed if b > a else float("inf") for a, b in zip(half, full, strict=True)
+    ]
+    return " The marginal of each round alone: " + ", ".join(f"{m:.2f}x" for m in rounds) + "."
+
+
 def _merged(measure: dict[str, Any]) -> str:
     """What the run's MERGEs changed, from its summary: `entries +0 ~19 -0, lots ...`."""
     merge = measure.get("summary", {}).get("merge")
@@ -461,8 +519,11 @@ def _goals_table(raw: dict[str, Any]) -> Table:
             f"{cfg['pages'] // 2}-page lake {secs['one_page']} s, against a SparkSession plus a count of the "
             f"entries Delta table {secs['bare']} s.",
             *_stale_page_note(raw),
-            f"Each of these is the fastest of {cfg.get('fresh_repeats', 1)} whole-process run(s); seconds of every "
-            f"run: {runs}.",
+            f"Each of these is the fastest of its whole-process runs: {cfg.get('paired_repeats', 1)} of each side of "
+            f"a goal's pair (the two fresh ingests; the one-page ingest and the bare session), run in ABBA order "
+            f"(a, b, b, a, ...) so a slow spell of the machine cannot land on one side only, and "
+            f"{cfg.get('fresh_repeats', 1)} of the stale page. Seconds of every run, in the order each side ran: "
+            f"{runs}.{_marginal_spread(raw)}",
             f"Peak RSS: the fresh {cfg['pages']}-page ingest's whole process tree (driver, JVM, Python workers) "
             "from the session's start to the end of `run_ingest`, sampled every 0.5 s by the child; the same "
             f"child including the contents check after the ingest peaked at "
