@@ -17,7 +17,7 @@ from typing import Any
 
 from placsp_provider import settings
 from placsp_provider.errors import PlacspError
-from placsp_provider.lake import DEAD_LETTER_TABLE, bronze_dir, table_path
+from placsp_provider.lake import DEAD_LETTER_TABLE, LAKE_TABLES, bronze_dir, table_path
 
 
 def _timestamp(text: str) -> datetime:
@@ -75,6 +75,17 @@ def build_parser() -> argparse.ArgumentParser:
     cp.add_argument("--run-id", default="", help="recorded in the report and the recovery manifest")
     cp.add_argument("--json", action="store_true", help="print the summary as JSON on stdout")
     cp.set_defaults(func=_cmd_completeness)
+
+    mt = sub.add_parser(
+        "maintain",
+        help="compact the lake's Delta tables, then delete the files no version of the last 7 days uses "
+        "(Spark local; run when no ingest or replay writes)",
+    )
+    mt.add_argument("--lake", required=True, type=Path, help="lake root folder")
+    mt.add_argument(
+        "--table", action="append", choices=LAKE_TABLES, default=[], help="only this table (repeatable); default: all"
+    )
+    mt.set_defaults(func=_cmd_maintain)
 
     dl = sub.add_parser("dead-letters", help="inspect the dead-letter table")
     dl_sub = dl.add_subparsers(dest="dead_letters_command", required=True)
@@ -287,6 +298,21 @@ def _cmd_ingest(args: argparse.Namespace) -> dict[str, Any]:
     spark = get_session("placsp-ingest")
     try:
         return run_ingest(spark, IngestRequest(ds, lake, run_id, tuple(args.manifest), args.reprocess))
+    finally:
+        spark.stop()
+
+
+def _cmd_maintain(args: argparse.Namespace) -> dict[str, Any]:
+    from placsp_provider.spark.maintenance import maintain_tables
+    from placsp_provider.spark.session import get_session
+
+    lake = args.lake.resolve()
+    if not lake.is_dir():
+        raise PlacspError(f"no lake at {lake}")
+    print(f"starting Spark (local) to maintain the tables of {lake}...", file=sys.stderr)
+    spark = get_session("placsp-maintain")
+    try:
+        return maintain_tables(spark, lake, tuple(args.table) or LAKE_TABLES)
     finally:
         spark.stop()
 

@@ -1,0 +1,89 @@
+"""Table maintenance: each lake table's small files compacted, then the files no recent version uses removed.
+
+Every ingest MERGE rewrites the data files it touches and adds a new one; the replaced files stay on
+disk (for time travel and for readers that started earlier) until a `VACUUM`, so a lake nobody
+maintains grows by about the size of every touched table each day (docs/runbook.md, "Table
+maintenance"). Run it when no ingest or replay writes: a commit in between makes one of the two fail
+(an ingest or replay writes again by itself; this is simply run again). Never imports Airflow.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from placsp_provider.lake import LAKE_TABLES, table_path
+from placsp_provider.spark.tables import has_commit
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+log = logging.getLogger(__name__)
+
+# `VACUUM` lists a table with Spark jobs of this many tasks. Spark's default (10,000) took 32-35 s
+# per small table on 2 cores, 8 took 2.4-3.7 s (docs/benchmarks.md, speed log).
+VACUUM_LISTING_TASKS = 8
+_LISTING_TASKS_CONF = "spark.sql.sources.parallelPartitionDiscovery.parallelism"
+
+
+def maintain_tables(spark: SparkSession, lake: Path, tables: Sequence[str] = LAKE_TABLES) -> dict[str, dict[str, int]]:
+    """`OPTIMIZE` (compaction) then `VACUUM` (Delta's retention: 7 days unless the table says otherwise)
+    of each table; per table, what changed on disk. The rows readers see stay the same."""
+    from delta.tables import DeltaTable
+
+    done: dict[str, dict[str, int]] = {}
+    for n, table in enumerate(tables, 1):
+        path = table_path(lake, table)
+        if not has_commit(path):
+            log.info("table %s (%d of %d): not created yet, nothing to do", table, n, len(tables))
+            continue
+        delta = DeltaTable.forPath(spark, str(path))
+        optimized = delta.optimize().executeCompaction().first()  # one row: the path and its metrics
+        metrics = optimized["metrics"] if optimized is not None else None
+        before = data_files(path)
+        with session_conf(spark, _LISTING_TASKS_CONF, str(VACUUM_LISTING_TASKS)):
+            delta.vacuum()
+        left = data_files(path)
+        done[table] = {
+            "files_compacted": int(metrics["numFilesRemoved"]) if metrics else 0,
+            "files_written": int(metrics["numFilesAdded"]) if metrics else 0,
+            "files_deleted": before - left,
+            "files_left": left,
+        }
+        log.info(
+            "table %s (%d of %d): %d small files compacted into %d; VACUUM deleted %d files, %d left",
+            table,
+            n,
+            len(tables),
+            done[table]["files_compacted"],
+            done[table]["files_written"],
+            done[table]["files_deleted"],
+            left,
+        )
+    return done
+
+
+def data_files(path: Path) -> int:
+    """Files of a table outside its `_delta_log`, in use or not (Hadoop's hidden `.crc` twins aside)."""
+    return sum(
+        1
+        for p in path.rglob("*")
+        if p.is_file() and not p.name.startswith((".", "_")) and "_delta_log" not in p.relative_to(path).parts
+    )
+
+
+@contextmanager
+def session_conf(spark: SparkSession, key: str, value: str) -> Iterator[None]:
+    """A SQL conf set for the block only (the session may be the caller's, e.g. a test's)."""
+    previous = spark.conf.get(key, None)
+    spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        if previous is None:
+            spark.conf.unset(key)
+        else:
+            spark.conf.set(key, previous)

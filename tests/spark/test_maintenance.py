@@ -1,0 +1,92 @@
+"""Table maintenance (`placsp maintain`) on real Spark local and real Delta tables: small files are
+compacted, a data file no version uses is deleted once older than the retention, and nothing a
+reader sees changes (Spark's rows and delta-rs's, before and after)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from placsp_provider.datasets import get_dataset
+from placsp_provider.lake import LAKE_TABLES, table_path
+from placsp_provider.spark.maintenance import _LISTING_TASKS_CONF, data_files, maintain_tables
+from placsp_provider.spark.silver_job import IngestRequest, run_ingest
+from tests.pages import day, page
+from tests.spark.bronze import land
+
+pytestmark = pytest.mark.spark
+
+
+def _snapshot(spark, lake: Path) -> dict[str, list[str]]:
+    return {
+        t: sorted(str(r) for r in spark.read.format("delta").load(str(table_path(lake, t))).collect())
+        for t in LAKE_TABLES
+    }
+
+
+def _delta_rs_rows(lake: Path) -> dict[str, int]:
+    from deltalake import DeltaTable
+
+    return {t: DeltaTable(str(table_path(lake, t))).to_pyarrow_table().num_rows for t in LAKE_TABLES}
+
+
+def _stray(table_dir: Path, name: str, age_days: float) -> Path:
+    """A data file no commit names, as a MERGE killed before its commit leaves one."""
+    partition = next(table_dir.glob("dataset=*"))
+    stray = partition / name
+    stray.write_bytes(next(partition.glob("*.parquet")).read_bytes())
+    stamp = time.time() - age_days * 86400
+    os.utime(stray, (stamp, stamp))
+    return stray
+
+
+def test_maintenance_compacts_and_deletes_only_what_no_version_uses(spark, tmp_path: Path) -> None:
+    lake = tmp_path / "lake"
+    land(lake, "agregadas", {"p1.atom": page([(1, day(3)), (2, day(3))], tombstones=[(3, day(4))])}, "2022-01-03")
+    run_ingest(spark, IngestRequest(get_dataset("agregadas"), lake, "r1"))
+    # A newer version of entry 1: the MERGEs rewrite the child tables' files and add new ones.
+    land(lake, "agregadas", {"p2.atom": page([(1, day(5)), (4, day(5))], tombstones=[(5, day(5))])}, "2022-01-05")
+    run_ingest(spark, IngestRequest(get_dataset("agregadas"), lake, "r2"))
+    results = table_path(lake, "results")  # the test pages have results, not lots or documents
+    old = _stray(results, "part-00000-killed-merge-old.c000.snappy.parquet", age_days=8)
+    fresh = _stray(results, "part-00000-killed-merge-new.c000.snappy.parquet", age_days=0)
+    on_disk = {t: data_files(table_path(lake, t)) for t in LAKE_TABLES}
+    before, before_rs = _snapshot(spark, lake), _delta_rs_rows(lake)
+
+    done = maintain_tables(spark, lake)
+
+    assert _snapshot(spark, lake) == before  # every row of every table, as Spark reads it
+    assert _delta_rs_rows(lake) == before_rs  # and as the sensors and quality checks read it
+    assert not old.exists()  # older than the 7-day retention, named by no version: deleted
+    assert fresh.exists()  # within the retention: a writer may still be about to commit it
+    # Run 1 wrote a results file; run 2's delete rewrote it and its insert added one: 2 in use, 1 not.
+    assert done["results"]["files_compacted"] == 2 and done["results"]["files_written"] == 1, done
+    assert done["results"]["files_deleted"] == 1  # the old stray only: the replaced file is 0 days old
+    assert done["lots"] == {"files_compacted": 0, "files_written": 0, "files_deleted": 0, "files_left": 0}
+    for t, d in done.items():  # compaction adds its file; the ones it replaced wait out the retention
+        assert (
+            d["files_left"] == data_files(table_path(lake, t)) == on_disk[t] + d["files_written"] - d["files_deleted"]
+        )
+    assert spark.conf.get(_LISTING_TASKS_CONF, None) is None  # the session is left as it was
+
+
+def test_maintain_command_names_each_table(spark, tmp_path: Path) -> None:
+    """`placsp maintain` as a user runs it: its own Spark local, one summary line per table."""
+    lake = tmp_path / "lake"
+    land(lake, "agregadas", {"p1.atom": page([(1, day(3))])}, "2022-01-03")
+    run_ingest(spark, IngestRequest(get_dataset("agregadas"), lake, "r1"))
+    out = subprocess.run(
+        [sys.executable, "-m", "placsp_provider.cli", "maintain", "--lake", str(lake), "--table", "results"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert out.returncode == 0, out.stderr
+    assert "results: files_compacted=0, files_written=0, files_deleted=0, files_left=1" in out.stdout
+    assert "entries" not in out.stdout
+    assert "table results (1 of 1): 0 small files compacted into 0; VACUUM deleted 0 files, 1 left" in out.stderr
