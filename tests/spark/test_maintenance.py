@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from placsp_provider.datasets import get_dataset
+from placsp_provider.errors import PlacspError
 from placsp_provider.lake import LAKE_TABLES, table_path
 from placsp_provider.spark.maintenance import _LISTING_TASKS_CONF, data_files, maintain_tables
 from placsp_provider.spark.silver_job import IngestRequest, run_ingest
@@ -75,7 +76,32 @@ def test_maintenance_compacts_and_deletes_only_what_no_version_uses(spark, tmp_p
     assert spark.conf.get(_LISTING_TASKS_CONF, None) is None  # the session is left as it was
 
 
-def test_maintain_command_names_each_table(spark, tmp_path: Path) -> None:
+def test_a_writer_committing_meanwhile_is_a_one_line_error_naming_table_and_step(
+    spark, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Delta refuses OPTIMIZE's commit when an ingest committed first. That conflict cannot be timed
+    from a test, so the refusal is stood in for by an exception carrying Delta's own error class."""
+    from delta.tables import DeltaTable
+
+    lake = tmp_path / "lake"
+    land(lake, "agregadas", {"p1.atom": page([(1, day(3))])}, "2022-01-03")
+    run_ingest(spark, IngestRequest(get_dataset("agregadas"), lake, "r1"))
+    optimize = DeltaTable.optimize
+
+    def refused_on_results(self):
+        if self.toDF().inputFiles() and "/results/" in self.toDF().inputFiles()[0]:
+            raise RuntimeError("[DELTA_CONCURRENT_APPEND.WITH_PARTITION_HINT] Files were added to partition ...")
+        return optimize(self)
+
+    monkeypatch.setattr(DeltaTable, "optimize", refused_on_results)
+    with pytest.raises(PlacspError) as refused:
+        maintain_tables(spark, lake, ("entries", "results", "tombstones"))
+    message = str(refused.value)
+    assert message.startswith("table results: step OPTIMIZE: another writer committed meanwhile ([DELTA_CONCURRENT")
+    assert message.endswith("run it again when no ingest or replay runs")
+
+
+def test_maintain_command_does_the_tables_asked_and_says_what_it_did(spark, tmp_path: Path) -> None:
     """`placsp maintain` as a user runs it: its own Spark local, one summary line per table."""
     lake = tmp_path / "lake"
     land(lake, "agregadas", {"p1.atom": page([(1, day(3))])}, "2022-01-03")

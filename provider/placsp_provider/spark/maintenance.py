@@ -15,7 +15,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from placsp_provider.errors import PlacspError
 from placsp_provider.lake import LAKE_TABLES, table_path
+from placsp_provider.spark.silver_merge import is_commit_conflict
 from placsp_provider.spark.tables import has_commit
 
 if TYPE_CHECKING:
@@ -41,11 +43,22 @@ def maintain_tables(spark: SparkSession, lake: Path, tables: Sequence[str] = LAK
             log.info("table %s (%d of %d): not created yet, nothing to do", table, n, len(tables))
             continue
         delta = DeltaTable.forPath(spark, str(path))
-        optimized = delta.optimize().executeCompaction().first()  # one row: the path and its metrics
-        metrics = optimized["metrics"] if optimized is not None else None
-        before = data_files(path)
-        with session_conf(spark, _LISTING_TASKS_CONF, str(VACUUM_LISTING_TASKS)):
-            delta.vacuum()
+        step = "OPTIMIZE"
+        try:
+            optimized = delta.optimize().executeCompaction().first()  # one row: the path and its metrics
+            metrics = optimized["metrics"] if optimized is not None else None
+            before = data_files(path)
+            step = "VACUUM"
+            with session_conf(spark, _LISTING_TASKS_CONF, str(VACUUM_LISTING_TASKS)):
+                delta.vacuum()
+        except Exception as err:
+            if not is_commit_conflict(err):
+                raise
+            first = (str(err).strip().splitlines() or [type(err).__name__])[0][:300]
+            raise PlacspError(
+                f"table {table}: step {step}: another writer committed meanwhile ({first}); nothing was lost and "
+                "the tables done before it stay done: run it again when no ingest or replay runs"
+            ) from err
         left = data_files(path)
         done[table] = {
             "files_compacted": int(metrics["numFilesRemoved"]) if metrics else 0,
