@@ -10,13 +10,13 @@ maintenance"). Run it when no ingest or replay writes: a commit in between makes
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from placsp_provider.errors import PlacspError
 from placsp_provider.lake import LAKE_TABLES, table_path
+from placsp_provider.spark.session import session_conf
 from placsp_provider.spark.silver_merge import is_commit_conflict
 from placsp_provider.spark.tables import has_commit
 
@@ -86,17 +86,3 @@ def data_files(path: Path) -> int:
         for p in path.rglob("*")
         if p.is_file() and not p.name.startswith((".", "_")) and "_delta_log" not in p.relative_to(path).parts
     )
-
-
-@contextmanager
-def session_conf(spark: SparkSession, key: str, value: str) -> Iterator[None]:
-    """A SQL conf set for the block only (the session may be the caller's, e.g. a test's)."""
-    previous = spark.conf.get(key, None)
-    spark.conf.set(key, value)
-    try:
-        yield
-    finally:
-        if previous is None:
-            spark.conf.unset(key)
-        else:
-            spark.conf.set(key, previous)

@@ -27,8 +27,7 @@ import json
 import logging
 import sys
 from collections import Counter, defaultdict
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
@@ -40,6 +39,7 @@ from placsp_provider.dead_letters.lifecycle import QUARANTINED, REPLAYABLE, REPL
 from placsp_provider.errors import ConfigError
 from placsp_provider.lake import SILVER_TABLES, replay_summary_path, table_path
 from placsp_provider.settings import REPLAY_MAX_ATTEMPTS, REPLAY_MAX_RECORDS
+from placsp_provider.spark.session import session_conf
 from placsp_provider.spark.silver_job import IngestRequest, pages_to_ingest, route_files, write_routed
 from placsp_provider.spark.tables import ensure_tables
 
@@ -287,18 +287,9 @@ REPLAY_RECORDS_PER_BATCH = 4
 _ARROW_BATCH = "spark.sql.execution.arrow.maxRecordsPerBatch"
 
 
-@contextmanager
-def _arrow_records_per_batch(spark: SparkSession, records: int) -> Iterator[None]:
+def _arrow_records_per_batch(spark: SparkSession, records: int) -> AbstractContextManager[None]:
     """The session's Arrow batch size set to `records` for what runs inside, then put back."""
-    before = spark.conf.get(_ARROW_BATCH, None)
-    spark.conf.set(_ARROW_BATCH, str(records))
-    try:
-        yield
-    finally:
-        if before is None:
-            spark.conf.unset(_ARROW_BATCH)
-        else:
-            spark.conf.set(_ARROW_BATCH, before)
+    return session_conf(spark, _ARROW_BATCH, str(records))
 
 
 def _replay_files(

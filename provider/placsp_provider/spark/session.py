@@ -6,6 +6,8 @@ Under spark-submit the operator already set master, jars and extensions; `getOrC
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 from placsp_provider.spark.jars import jar_paths, spark_env
@@ -93,3 +95,18 @@ def get_session(app_name: str = "placsp", extra: dict[str, str] | None = None) -
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel(os.environ.get("PLACSP_SPARK_LOG_LEVEL", "WARN"))
     return session
+
+
+@contextmanager
+def session_conf(spark: SparkSession, key: str, value: str) -> Iterator[None]:
+    """A SQL conf set to `value` for what runs inside, then put back (the session may be the caller's,
+    e.g. a test's)."""
+    previous = spark.conf.get(key, None)
+    spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        if previous is None:
+            spark.conf.unset(key)
+        else:
+            spark.conf.set(key, previous)
