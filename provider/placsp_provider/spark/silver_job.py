@@ -28,6 +28,7 @@ from placsp_provider.datasets import Dataset, get_dataset
 from placsp_provider.dead_letters.lifecycle import STAGE_RECONCILIATION
 from placsp_provider.errors import BronzePageError
 from placsp_provider.lake import SILVER_TABLES, bronze_dir, run_summary_path, table_path
+from placsp_provider.spark.page_tasks import page_task_split
 from placsp_provider.spark.routing import (
     dead_letter_arrow_schema,
     dead_letter_id,
@@ -169,16 +170,19 @@ def route_files(
         reason = "a manifest names this page but it is not in Bronze; run the extraction of its interval again"
         raise BronzePageError(ds.key, missing[0] + more, reason, stage="ingest")
     files = [str(lake / p.file) for p in pages]
-    routed = route_pages(spark, ds, str(lake), files).persist(StorageLevel.MEMORY_AND_DISK)
-
-    try:  # the first action over the routed pages: where a page removed since the listing surfaces
-        tallies = _tally(routed, pages, lake)
-    except Exception as err:
-        routed.unpersist()
-        bronze = _page_gone_error(err, ds.key, lake)
-        if bronze is None:
-            raise
-        raise bronze from err
+    # Tasks sized so the cores finish together; the split holds for the persisted frame's lifetime.
+    with page_task_split(spark, files) as plan:
+        if plan is not None:
+            log.info("dataset %s: %s", ds.key, plan.describe())
+        routed = route_pages(spark, ds, str(lake), files).persist(StorageLevel.MEMORY_AND_DISK)
+        try:  # the first action over the routed pages: where a page removed since the listing surfaces
+            tallies = _tally(routed, pages, lake)
+        except Exception as err:
+            routed.unpersist()
+            bronze = _page_gone_error(err, ds.key, lake)
+            if bronze is None:
+                raise
+            raise bronze from err
     quarantined = {f: r for f, t in tallies.items() if (r := t.quarantine_reason())}
     keep = routed.where(~F.col("source_file").isin(list(quarantined))) if quarantined else routed
     rows = {t: keep.where(F.col("kind") == t).select(f"{t}.*") for t in SILVER_TABLES}
