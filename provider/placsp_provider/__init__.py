@@ -67,6 +67,7 @@ def get_provider_info() -> dict[str, Any]:
                     "placsp_provider.operators.quality",
                     "placsp_provider.operators.replay",
                     "placsp_provider.operators.approval",
+                    "placsp_provider.operators.maintenance",
                 ],
             }
         ],

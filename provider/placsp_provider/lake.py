@@ -112,6 +112,11 @@ def replay_summary_path(lake: Path, dataset: str, run_id: str) -> Path:
     return lake / "runs" / dataset / f"replay-{safe_run_id(run_id)}.json"
 
 
+def maintenance_summary_path(lake: Path, run_id: str) -> Path:
+    """What a table maintenance run did (PlacspMaintainOperator reads it back); lake-wide, no dataset."""
+    return lake / "runs" / "_maintenance" / f"{safe_run_id(run_id)}.json"
+
+
 def completeness_report_path(lake: Path, dataset: str, month: date) -> Path:
     return lake / "completeness" / dataset / f"{month:%Y-%m}.json"
 

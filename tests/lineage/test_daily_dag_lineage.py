@@ -209,3 +209,51 @@ def test_the_replay_reports_dead_letters_in_and_what_it_wrote_out(daily: DailyRu
     application = [e for e in replay.files.spark_events() if e["job"]["name"] == "placsp_replay_licitaciones"]
     parents = [e["run"]["facets"]["parent"]["run"]["runId"] for e in application]
     assert task_run in parents and set(parents) == {task_run, dry_run}
+
+
+# -- the weekly maintenance DAG on the same lake (after the replay): files change, rows do not ------------
+def _table_rows(lake: Path) -> dict[str, list]:
+    """Every row of every lake table, read with delta-rs (not Spark, which maintained them)."""
+    from deltalake import DeltaTable
+
+    from placsp_provider.lake import table_path
+
+    out = {}
+    for t in LAKE_TABLES:
+        rows = DeltaTable(str(table_path(lake, t))).to_pyarrow_table().to_pylist()
+        out[t] = sorted(json.dumps(r, sort_keys=True, default=str) for r in rows)
+    return out
+
+
+def test_maintenance_compacts_the_tables_keeps_every_row_and_reports_each_table(
+    daily: DailyRun, replay: DagTestRun, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    from placsp_provider.lake import maintenance_summary_path, table_path
+    from placsp_provider.spark.maintenance import data_files
+
+    before = _table_rows(daily.lake)
+    files = LineageFiles.in_folder(tmp_path_factory.mktemp("maintenance-lineage"))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("PLACSP_LAKE", str(daily.lake))
+        run = run_dag_test("placsp_maintenance", datetime(2025, 8, 24, 12, tzinfo=UTC), files)
+    assert run.task_states["optimize_and_vacuum"].endswith("success")
+    assert _table_rows(daily.lake) == before
+    (summary_file,) = maintenance_summary_path(daily.lake, "x").parent.glob("*.json")
+    done = json.loads(summary_file.read_text())
+    assert sorted(done) == sorted(LAKE_TABLES)
+    for t in LAKE_TABLES:  # the job's counts are the files on disk now
+        assert done[t]["files_left"] == data_files(table_path(daily.lake, t)), t
+    # Lineage: each table read and rewritten; files written reported, no row count (rows unchanged).
+    events = run.events_of("optimize_and_vacuum")
+    assert [e["eventType"] for e in events] == ["START", "COMPLETE"]
+    for event in run.files.airflow_events() + run.files.spark_events():
+        validate_event(event)
+    complete = events[-1]
+    tables = sorted(daily.table(t) for t in LAKE_TABLES)
+    assert sorted(d["name"] for d in complete["inputs"]) == tables
+    written = {o["name"]: o["outputFacets"]["outputStatistics"] for o in complete["outputs"]}
+    assert sorted(written) == tables
+    assert all("rowCount" not in s for s in written.values())
+    assert {n: s["fileCount"] for n, s in written.items()} == {
+        daily.table(t): done[t]["files_written"] for t in LAKE_TABLES
+    }

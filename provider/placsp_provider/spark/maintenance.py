@@ -9,13 +9,16 @@ maintenance"). Run it when no ingest or replay writes: a commit in between makes
 
 from __future__ import annotations
 
+import argparse
+import json
 import logging
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from placsp_provider.errors import PlacspError
-from placsp_provider.lake import LAKE_TABLES, table_path
+from placsp_provider.lake import LAKE_TABLES, maintenance_summary_path, table_path
 from placsp_provider.spark.session import session_conf
 from placsp_provider.spark.silver_merge import is_commit_conflict
 from placsp_provider.spark.tables import has_commit
@@ -86,3 +89,32 @@ def data_files(path: Path) -> int:
         for p in path.rglob("*")
         if p.is_file() and not p.name.startswith((".", "_")) and "_delta_log" not in p.relative_to(path).parts
     )
+
+
+def main(argv: list[str] | None = None) -> int:
+    """spark-submit entry (include/spark/table_maintenance.py, PlacspMaintainOperator): maintain the
+    tables, then write what was done where the operator reads it (`--run-id`)."""
+    parser = argparse.ArgumentParser(description="PLACSP table maintenance (Spark job): OPTIMIZE, then VACUUM")
+    parser.add_argument("--lake", required=True, type=Path)
+    parser.add_argument("--table", action="append", choices=LAKE_TABLES, default=[])
+    parser.add_argument("--run-id", required=True)
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s %(message)s")
+    from placsp_provider.spark.session import get_session
+
+    spark = get_session("placsp-maintain")
+    try:
+        done = maintain_tables(spark, args.lake, tuple(args.table) or LAKE_TABLES)
+    except PlacspError as err:  # a commit conflict: one line for the task log, no stack
+        print(f"ERROR {err}", file=sys.stderr)
+        return 1
+    path = maintenance_summary_path(args.lake, args.run_id)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(done, indent=2, sort_keys=True))
+    tmp.replace(path)  # the operator never reads half a summary
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,41 @@
+"""Lineage of table maintenance: each maintained lake table is read and rewritten (its own input and
+output). The rows do not change, so outputs carry no row count; `outputStatistics.fileCount` is the
+files compaction wrote, once the job's summary exists."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from placsp_provider.lineage.guard import never_fails
+
+if TYPE_CHECKING:
+    from airflow.providers.openlineage.extractors import OperatorLineage
+
+
+def maintenance_lineage(
+    lake: str | Path, tables: Sequence[str], done: Mapping[str, Mapping[str, int]] | None
+) -> OperatorLineage:
+    def build() -> OperatorLineage:
+        from airflow.providers.openlineage.extractors import OperatorLineage
+
+        from placsp_provider.lineage.datasets import input_dataset, output_dataset, table_schema_facet
+        from placsp_provider.lineage.naming import lake_table
+
+        schema = {t: {"schema": table_schema_facet(t)} for t in tables}
+        return OperatorLineage(
+            inputs=[input_dataset(lake_table(lake, t), facets=schema[t]) for t in tables],  # type: ignore[arg-type]
+            outputs=[
+                output_dataset(lake_table(lake, t), files=_files_written(done, t), facets=schema[t])  # type: ignore[arg-type]
+                for t in tables
+            ],
+        )
+
+    return never_fails("maintenance", build)
+
+
+def _files_written(done: Mapping[str, Mapping[str, Any]] | None, table: str) -> int | None:
+    if done is None or table not in done:
+        return None
+    return int(done[table]["files_written"])

@@ -1,0 +1,107 @@
+"""PlacspMaintainOperator: compact the lake's Delta tables and remove files no recent version uses."""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+from airflow.sdk import Context
+
+from placsp_provider.operators.links import SparkUILink
+from placsp_provider.operators.spark_submit import (
+    SPARK_CONN_DEFAULT,
+    default_application,
+    prepare_spark_submit,
+    spark_connection_or_local,
+)
+
+if TYPE_CHECKING:
+    from airflow.providers.openlineage.extractors import OperatorLineage
+
+
+class PlacspMaintainOperator(SparkSubmitOperator):
+    """Delta `OPTIMIZE`, then `VACUUM`, of the lake's tables (docs/runbook.md, "Table maintenance").
+
+    A thin `SparkSubmitOperator` around `placsp_provider.spark.maintenance` (the job `placsp maintain`
+    runs): every ingest MERGE rewrites the files it touches, and the replaced ones stay until a VACUUM.
+    Returns to XCom, per table: files compacted and written, files deleted, files left. The rows
+    readers see do not change, so the task declares no Asset outlets (a consumer DAG does not rerun).
+    Run it when no ingest or replay writes (the bundled DAG: weekly, at noon UTC on Sunday); a commit
+    in between fails it with a one-line message, and a retry later finishes the job.
+
+    :param lake: lake root; defaults to `$PLACSP_LAKE`.
+    :param tables: tables to maintain (default: all the Silver ingest writes).
+    """
+
+    template_fields: Sequence[str] = (*SparkSubmitOperator.template_fields, "lake")
+    ui_color = "#e8e3f3"
+    operator_extra_links = (SparkUILink(),)
+
+    def __init__(
+        self,
+        *,
+        lake: str | None = None,
+        tables: Sequence[str] | None = None,
+        conn_id: str = SPARK_CONN_DEFAULT,
+        application: str | None = None,
+        **kwargs: Any,
+    ) -> None:
+        from placsp_provider.lake import LAKE_TABLES
+        from placsp_provider.run_policy import spark_pool_args
+
+        unknown = sorted(set(tables or ()) - set(LAKE_TABLES))
+        if unknown:
+            raise ValueError(f"tables {unknown}: not lake tables; choose among {list(LAKE_TABLES)}")
+        kwargs.setdefault("name", "placsp-maintain")
+        for key, value in spark_pool_args().items():  # one spark-submit at a time, with the ingests
+            kwargs.setdefault(key, value)
+        super().__init__(
+            application=application or default_application("table_maintenance.py", "maintenance.py"),
+            conn_id=conn_id,
+            **kwargs,
+        )
+        self.spark_conn_id = conn_id
+        self.lake = lake
+        self.tables = tuple(tables or LAKE_TABLES)
+        self._done: dict[str, Any] | None = None
+
+    def execute(self, context: Context) -> dict[str, Any]:  # type: ignore[override]
+        from placsp_provider.lake import maintenance_summary_path, resolve_lake
+
+        lake = resolve_lake(self.lake)
+        run_id = context["run_id"]
+        self.application_args = ["--lake", str(lake), "--run-id", run_id]
+        for table in self.tables:
+            self.application_args += ["--table", table]
+        with tempfile.TemporaryDirectory(prefix="placsp-pyfiles-") as tmp:
+            prepare_spark_submit(self, Path(tmp), context, app_name="placsp_maintain")
+            self.log.info("lake %s: maintaining %d table(s) on Spark", lake, len(self.tables))
+            with spark_connection_or_local(self.spark_conn_id, self.log):
+                super().execute(context)
+        self._done = json.loads(maintenance_summary_path(lake, run_id).read_text())
+        for table, did in self._done.items():
+            self.log.info(
+                "table %s: %d small files compacted into %d; VACUUM deleted %d files, %d left",
+                table,
+                did["files_compacted"],
+                did["files_written"],
+                did["files_deleted"],
+                did["files_left"],
+            )
+        return self._done
+
+    def get_openlineage_facets_on_start(self) -> OperatorLineage:
+        from placsp_provider.lake import resolve_lake
+        from placsp_provider.lineage.maintenance import maintenance_lineage
+
+        return maintenance_lineage(resolve_lake(self.lake), self.tables, None)
+
+    def get_openlineage_facets_on_complete(self, task_instance: Any) -> OperatorLineage:
+        from placsp_provider.lake import resolve_lake
+        from placsp_provider.lineage.maintenance import maintenance_lineage
+
+        return maintenance_lineage(resolve_lake(self.lake), self.tables, self._done)
