@@ -97,6 +97,22 @@ def test_daily_dag_has_one_extraction_per_live_dataset() -> None:
     assert all(t.retries >= 1 for t in dag.tasks)
 
 
+def test_maintenance_dag_runs_weekly_at_noon_on_sunday_and_triggers_no_consumer(monkeypatch) -> None:
+    from placsp_provider.operators.maintenance import PlacspMaintainOperator
+
+    monkeypatch.delenv("PLACSP_SPARK_POOL", raising=False)
+    dag = load_dag("placsp_maintenance", for_dag_test=False)
+    (task,) = dag.tasks
+    assert isinstance(task, PlacspMaintainOperator) and task.task_id == "optimize_and_vacuum"
+    # Twelve hours from the daily run's start (00:00 UTC), so the two do not commit at once.
+    assert dag.timetable.expression == "0 12 * * 0" and dag.max_active_runs == 1 and not dag.catchup
+    assert task.retries == 2 and task.application.endswith("table_maintenance.py")
+    assert not task.outlets  # the rows do not change: placsp_silver_entries_export must not rerun
+    assert task.tables == ("entries", "lots", "documents", "results", "tombstones", "dead_letters", "reconciliation")
+    with pytest.raises(ValueError, match=r"tables \['nope'\]: not lake tables"):
+        PlacspMaintainOperator(task_id="t", tables=["lots", "nope"])
+
+
 def test_provider_is_registered_through_the_entry_point() -> None:
     (ep,) = [e for e in entry_points(group="apache_airflow_provider") if e.value.startswith("placsp_provider")]
     info = ep.load()()
