@@ -15,19 +15,23 @@ if TYPE_CHECKING:
 
 
 def maintenance_lineage(
-    lake: str | Path, tables: Sequence[str], done: Mapping[str, Mapping[str, int]] | None
+    lake: str | Path | None, tables: Sequence[str], done: Mapping[str, Mapping[str, int]] | None
 ) -> OperatorLineage:
+    """`lake` as the operator got it (None: `$PLACSP_LAKE`), resolved inside the guard like the rest."""
+
     def build() -> OperatorLineage:
         from airflow.providers.openlineage.extractors import OperatorLineage
 
+        from placsp_provider.lake import resolve_lake
         from placsp_provider.lineage.datasets import input_dataset, output_dataset, table_schema_facet
         from placsp_provider.lineage.naming import lake_table
 
+        root = resolve_lake(lake)
         schema = {t: {"schema": table_schema_facet(t)} for t in tables}
         return OperatorLineage(
-            inputs=[input_dataset(lake_table(lake, t), facets=schema[t]) for t in tables],  # type: ignore[arg-type]
+            inputs=[input_dataset(lake_table(root, t), facets=schema[t]) for t in tables],  # type: ignore[arg-type]
             outputs=[
-                output_dataset(lake_table(lake, t), files=_files_written(done, t), facets=schema[t])  # type: ignore[arg-type]
+                output_dataset(lake_table(root, t), files=_files_written(done, t), facets=schema[t])  # type: ignore[arg-type]
                 for t in tables
             ],
         )

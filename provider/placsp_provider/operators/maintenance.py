@@ -95,13 +95,11 @@ class PlacspMaintainOperator(SparkSubmitOperator):
         return self._done
 
     def get_openlineage_facets_on_start(self) -> OperatorLineage:
-        from placsp_provider.lake import resolve_lake
         from placsp_provider.lineage.maintenance import maintenance_lineage
 
-        return maintenance_lineage(resolve_lake(self.lake), self.tables, None)
+        return maintenance_lineage(self.lake, self.tables, None)
 
     def get_openlineage_facets_on_complete(self, task_instance: Any) -> OperatorLineage:
-        from placsp_provider.lake import resolve_lake
         from placsp_provider.lineage.maintenance import maintenance_lineage
 
-        return maintenance_lineage(resolve_lake(self.lake), self.tables, self._done)
+        return maintenance_lineage(self.lake, self.tables, self._done)
