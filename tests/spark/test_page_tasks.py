@@ -18,6 +18,7 @@ from placsp_provider.spark.page_tasks import (
     _byte_conf,
     _finish,
     pack,
+    page_sizes,
     page_task_split,
     plan_page_tasks,
     slots_of,
@@ -72,6 +73,13 @@ def test_never_worse_than_spark_and_never_above_the_users_bound() -> None:
 def test_nothing_to_plan_for_one_page() -> None:
     assert plan_page_tasks([5 * MB], 2) is None
     assert plan_page_tasks([], 2) is None
+
+
+@pytest.mark.unit
+def test_a_page_gone_before_planning_is_left_for_sparks_listing_to_report(tmp_path: Path) -> None:
+    page = tmp_path / "page.atom"
+    page.write_bytes(b"x" * 10)
+    assert page_sizes([str(page), str(tmp_path / "gone.atom")]) == [10, 0]
 
 
 @pytest.mark.unit

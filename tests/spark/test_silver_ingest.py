@@ -469,3 +469,32 @@ def test_a_page_removed_while_the_run_reads_it_is_the_users_first_line(spark, tm
     )
     for name in ("entries", "dead_letters", "reconciliation"):
         assert table(spark, lake, name).count() == 0, name
+
+
+def test_a_page_removed_before_the_run_plans_its_tasks_is_the_users_first_line(
+    spark, tmp_path: Path, monkeypatch
+) -> None:
+    """In Bronze when the run checked, gone when it sized the pages for Spark's tasks (staged by
+    removing it just before the sizing): the provider's error naming the file, and nothing written."""
+    from placsp_provider.bronze.manifest import Manifest
+    from placsp_provider.errors import BronzePageError
+    from placsp_provider.spark import silver_job
+
+    lake = tmp_path / "my lake"  # a space, as in the test above
+    pages = {"a.atom": page([(1, day(3))]), "b.atom": page([(2, day(3))])}
+    gone = next(p.file for p in Manifest.load(land(lake, "agregadas", pages)).pages if "/b." in p.file)
+
+    def removed_then_sized(spark, files):
+        (lake / gone).unlink()
+        return page_task_split(spark, files)
+
+    page_task_split = silver_job.page_task_split
+    monkeypatch.setattr(silver_job, "page_task_split", removed_then_sized)
+    with pytest.raises(BronzePageError) as raised:
+        ingest(spark, lake, "agregadas", "r1")
+    assert str(raised.value) == (
+        f"dataset agregadas: {gone}: stage parse: the page was removed while the run read it; "
+        "nothing was written: run the ingest again"
+    )
+    for name in ("entries", "dead_letters", "reconciliation"):
+        assert table(spark, lake, name).count() == 0, name

@@ -49,11 +49,7 @@ class TaskPlan:
         return _finish(self.tasks, self.slots, task_cost=self.open_cost)
 
     def describe(self) -> str:
-        mb = 1_000_000
-        return (
-            f"pages split into {len(self.tasks)} Spark task(s) for {self.slots} core(s), "
-            f"{min(self.tasks) / mb:.1f}-{max(self.tasks) / mb:.1f} MB each"
-        )
+        return f"pages split into {len(self.tasks)} Spark task(s) for {self.slots} core(s), to end together"
 
 
 def pack(sizes: Sequence[int], split_bytes: int, open_cost: int = SPARK_OPEN_COST) -> tuple[int, ...]:
@@ -148,13 +144,25 @@ def _byte_conf(spark: SparkSession, key: str, default: int) -> int:
     return int(size.group(1)) * _UNITS[size.group(2)]
 
 
+def page_sizes(files: Sequence[str]) -> list[int]:
+    """Each page's bytes; 0 for one that cannot be read here, so that Spark's listing, which comes
+    next, is where a missing page fails (with the ingest's own message for it)."""
+    sizes = []
+    for f in files:
+        try:
+            sizes.append(os.path.getsize(f))
+        except OSError:
+            sizes.append(0)
+    return sizes
+
+
 @contextmanager
 def page_task_split(spark: SparkSession, files: Sequence[str]) -> Iterator[TaskPlan | None]:
     """Inside, a scan of `files` splits into the planned tasks. Spark reads the split size when the
     scan first runs, so the routed frame's first action goes inside (and a persisted frame keeps the
     split it was computed with); set for the whole session it would also split every Silver read."""
     plan = plan_page_tasks(
-        [os.path.getsize(f) for f in files],
+        page_sizes(files),
         task_slots(spark),
         open_cost=_byte_conf(spark, "spark.sql.files.openCostInBytes", SPARK_OPEN_COST),
         max_split=_byte_conf(spark, "spark.sql.files.maxPartitionBytes", SPARK_MAX_SPLIT),

@@ -174,11 +174,13 @@ def route_files(
     with page_task_split(spark, files) as plan:
         if plan is not None:
             log.info("dataset %s: %s", ds.key, plan.describe())
-        routed = route_pages(spark, ds, str(lake), files).persist(StorageLevel.MEMORY_AND_DISK)
-        try:  # the first action over the routed pages: where a page removed since the listing surfaces
+        routed = None
+        try:  # Spark's listing, then the first action: where a page removed since the check surfaces
+            routed = route_pages(spark, ds, str(lake), files).persist(StorageLevel.MEMORY_AND_DISK)
             tallies = _tally(routed, pages, lake)
         except Exception as err:
-            routed.unpersist()
+            if routed is not None:
+                routed.unpersist()
             bronze = _page_gone_error(err, ds.key, lake)
             if bronze is None:
                 raise
@@ -309,15 +311,18 @@ def _tally(routed: DataFrame, pages: list[LandedPage], lake: Path) -> dict[str, 
     return tallies
 
 
+# Spark's two words for it: the file went between the check and the listing, or after the listing.
 _FILE_GONE = re.compile(
-    r"\[FAILED_READ_FILE\.FILE_NOT_EXIST\] Encountered error while reading file (.+?)\. File does not exist"
+    r"\[PATH_NOT_FOUND\] Path does not exist: (.+?)\.(?: SQLSTATE|$)"
+    r"|\[FAILED_READ_FILE\.FILE_NOT_EXIST\] Encountered error while reading file (.+?)\. File does not exist",
+    re.MULTILINE,
 )
 
 
 def _page_gone_error(err: Exception, dataset: str, lake: Path) -> BronzePageError | None:
-    """A page removed after the run listed it, from the text of Spark's own exception (the JVM checks
-    each listed file before a worker reads it): raised as the provider's error, so the user's first
-    line is the message and not a JVM stack.
+    """A page removed after the run checked Bronze, from the text of Spark's own exception (its
+    listing checks each named file, and the JVM checks each listed file again before a worker reads
+    it): raised as the provider's error, so the user's first line is the message and not a JVM stack.
 
     Not attempted for an error a worker raises itself (`routing.read_page`): Spark 4.2 does not
     always carry a worker's message back (measured: at times a NullPointerException in
@@ -327,7 +332,7 @@ def _page_gone_error(err: Exception, dataset: str, lake: Path) -> BronzePageErro
     if gone is None:
         return None
     reason = "the page was removed while the run read it; nothing was written: run the ingest again"
-    return BronzePageError(dataset, lake_relative(gone.group(1), str(lake)), reason)
+    return BronzePageError(dataset, lake_relative(gone.group(1) or gone.group(2), str(lake)), reason)
 
 
 def _reconciliation_letter_files(quarantined: Mapping[str, str | None]) -> dict[str, str | None]:
