@@ -11,6 +11,7 @@ import pytest
 
 from placsp_provider.datasets import get_dataset
 from placsp_provider.spark.routing import RECORDS_PER_BATCH, TABLES, route_page, routed_schema
+from tests.pages import day, page
 
 pytestmark = pytest.mark.unit
 
@@ -42,6 +43,27 @@ def test_batches_of_records_route_the_same_rows_as_the_whole_page(cut: int | Non
     assert whole_rows["entries"].num_rows + whole_rows["tombstones"].num_rows > 0
     if cut is not None:  # the truncated record is a dead letter, counted once
         assert whole_rows["dead_letters"].num_rows == 1
+
+
+@pytest.mark.parametrize("records_per_batch", [None, 1])  # counted across the parts of a page too
+@pytest.mark.parametrize(
+    ("versions", "repeated"),
+    [
+        ([(1, day(3)), (2, day(3))], 0),
+        ([(1, day(3)), (1, day(4))], 0),  # the same id, another version: not a repeat
+        ([(1, day(3)), (2, day(3)), (1, day(3)), (1, day(3))], 2),
+    ],
+)
+def test_the_router_counts_records_repeating_a_version_of_their_page(
+    versions: list[tuple[int, str]], repeated: int, records_per_batch: int | None
+) -> None:
+    batches = route_page(
+        page(versions), dataset=get_dataset("agregadas"), source_file="p.atom", records_per_batch=records_per_batch
+    )
+    routed = _by_kind(list(batches))
+    assert routed["entries"].num_rows == len(versions)
+    (stats,) = routed["file_stats"].column("file_stats").to_pylist()
+    assert stats["repeated_versions"] == repeated
 
 
 # -- the router reads its pages from the lake ------------------------------------------------------

@@ -171,6 +171,25 @@ def test_duplicate_id_in_one_page_keeps_the_newest(spark, real_lake) -> None:
     assert table(spark, lake, "entries").groupBy("dataset", "entry_id").count().where("count > 1").count() == 0
 
 
+def test_a_version_held_twice_in_one_page_lands_its_children_once(spark, tmp_path: Path) -> None:
+    """The router counts records repeating a version of their page; only then does the write dedup
+    the children (else it skips Spark's sorting dedup). Counted wrong, the children land twice."""
+    twice, once = tmp_path / "twice", tmp_path / "once"
+    land(twice, "agregadas", {"p.atom": page([(1, day(3)), (2, day(3)), (1, day(3))])})
+    land(once, "agregadas", {"p.atom": page([(1, day(3)), (2, day(3))])})
+    assert ingest(spark, twice, "agregadas", "r1")["read"]["entries"] == 3
+    ingest(spark, once, "agregadas", "r1")
+
+    def content(lake: Path, name: str) -> list[tuple]:
+        df = table(spark, lake, name)
+        return rows(spark, lake, name, *[c for c in df.columns if not c.startswith("_")])
+
+    for name in ("entries", "documents", "results"):
+        landed = content(twice, name)
+        assert landed == content(once, name) and len(landed) == len({str(r) for r in landed}), name
+    assert len(content(twice, "results")) == 2  # one per entry: the comparison cannot pass vacuously
+
+
 # -- each trap of the Spark XML notes, one page each, one ingest ------------------------------------
 def _traps() -> dict[str, bytes]:
     ok = lambda n: (n, day(5, 10))  # noqa: E731

@@ -34,6 +34,9 @@ FILE_STATS = pa.schema(
         pa.field("entries_seen", pa.int64(), nullable=False),
         pa.field("tombstones_seen", pa.int64(), nullable=False),
         pa.field("page_dead_letters", pa.int64(), nullable=False),
+        # Valid entry records that repeat the (entry_id, updated) of an earlier one in the page: only
+        # then can a version's child rows repeat their keys, and need Spark's (sorting) dedup.
+        pa.field("repeated_versions", pa.int64(), nullable=False),
     ]
 )
 
@@ -88,12 +91,17 @@ def route_page(
 ) -> Iterator[pa.RecordBatch]:
     """One page -> wide batches (one per non-empty table of each `records_per_batch` records, then one
     file_stats row for the page). Pure Python."""
-    page_level = 0
+    page_level = repeated = 0
+    versions: set[tuple[str, Any]] = set()
     result = None
     for result in parse_page_in_parts(
         data, dataset=dataset, source_file=source_file, records_per_part=records_per_batch
     ):
         page_level += sum(1 for d in result.dead_letters if d["record_kind"] == "page")
+        for entry in result.entries:
+            version = (entry["entry_id"], entry["entry_updated"])
+            repeated += version in versions
+            versions.add(version)
         yield from _table_batches(result, source_file)
     assert result is not None  # parse_page_in_parts yields at least one part
     stats = pa.RecordBatch.from_pylist(
@@ -102,6 +110,7 @@ def route_page(
                 "entries_seen": result.entries_seen,
                 "tombstones_seen": result.tombstones_seen,
                 "page_dead_letters": page_level,
+                "repeated_versions": repeated,
             }
         ],
         schema=FILE_STATS,

@@ -66,6 +66,7 @@ class FileTally:
     dead_tombstones: int = 0
     page_errors: list[str] = field(default_factory=list)
     rows: Counter[str] = field(default_factory=Counter)  # Spark's rows of the file by kind (Silver tables)
+    repeated_versions: int = 0  # valid entries repeating an earlier one's (entry_id, updated) in the file
     dead_letters: Counter[tuple[str, str]] = field(default_factory=Counter)  # (stage, error_type) -> n
 
     @property
@@ -150,6 +151,7 @@ class RoutedFiles:
     # (stage, error_type).
     sizes: dict[str, int] = field(default_factory=dict)
     dead_letter_counts: Counter[tuple[str, str]] = field(default_factory=Counter)
+    repeated_versions: int = 0  # in the files that add up: see `merge_silver`
 
     def unpersist(self) -> None:
         for df in self._persisted:
@@ -211,7 +213,8 @@ def route_files(
                 dead_counts[stage, error_type] += n
     dead_counts[STAGE_RECONCILIATION, _COUNT_MISMATCH] += len(_reconciliation_letter_files(quarantined))
     sizes["dead_letters"] = sum(dead_counts.values())
-    return RoutedFiles(rows, all_dead, tallies, quarantined, [routed, all_dead], sizes, +dead_counts)
+    repeated = sum(t.repeated_versions for f, t in tallies.items() if f not in quarantined)
+    return RoutedFiles(rows, all_dead, tallies, quarantined, [routed, all_dead], sizes, +dead_counts, repeated)
 
 
 def new_dead_letter_lifecycle(run_id: str, started: datetime) -> dict[str, Any]:
@@ -244,7 +247,9 @@ def write_routed(
 
     def write() -> dict[str, dict[str, int]]:
         def silver() -> dict[str, dict[str, int]]:
-            return merge_silver(spark, lake, dataset, routed.rows, run_id, started, routed.sizes)
+            return merge_silver(
+                spark, lake, dataset, routed.rows, run_id, started, routed.sizes, routed.repeated_versions
+            )
 
         def dead_letters() -> dict[str, int]:
             return insert_only(spark, lake, "dead_letters", dataset, routed.dead_letters, ("dead_letter_id",))
@@ -280,7 +285,7 @@ def _tally(routed: DataFrame, pages: list[LandedPage], lake: Path) -> dict[str, 
             F.col("dead_letters.stage").alias("stage"),
             F.col("dead_letters.error_type").alias("error_type"),
         )
-        .count()
+        .agg(F.count("*").alias("count"), F.sum("file_stats.repeated_versions").alias("repeated_versions"))
         .collect()
     )
     for row in by_file:
@@ -291,6 +296,8 @@ def _tally(routed: DataFrame, pages: list[LandedPage], lake: Path) -> dict[str, 
         kind, n = row["kind"], row["count"]
         if kind in SILVER_TABLES:
             tally.rows[kind] += n
+        if kind == "file_stats":
+            tally.repeated_versions += row["repeated_versions"]
         if kind == "dead_letters":
             tally.dead_letters[row["stage"], row["error_type"]] += n
         if kind == "entries":

@@ -126,6 +126,7 @@ def merge_silver(
     run_id: str,
     ingested_at: Any,
     sizes: Mapping[str, int] | None = None,
+    repeated_versions: int | None = None,
 ) -> dict[str, dict[str, int]]:
     """MERGE one batch into the Silver tables; return what each table's MERGEs changed.
 
@@ -133,6 +134,13 @@ def merge_silver(
     per-file tally). A MERGE whose source is known to be empty is not run: it would change nothing,
     and even an empty MERGE costs a second and several Spark jobs. A table missing from `sizes` is
     MERGEd whatever its size.
+
+    `repeated_versions`: how many valid entry records of the batch's files repeat the (entry_id,
+    updated) of an earlier record in the same file, where the caller counted them (the ingest's
+    router). A version's child rows come from one file only (the winner's), and one record's child
+    keys are unique (positions; lot ids are validated), so with none repeated the children need no
+    dedup: Spark's dedup sorts every child row twice (first() of strings is a sort aggregate), the
+    largest per-row cost of the write (docs/benchmarks.md, speed log). None: not counted, dedup.
     """
     from delta.tables import DeltaTable
     from pyspark.sql import functions as F
@@ -204,9 +212,10 @@ def merge_silver(
                 (F.col("entry_updated") == F.col("_winner_updated")) & (F.col("_source_file") == F.col("_winner_file"))
             )
             .drop("_winner_updated", "_winner_file")
-            .dropDuplicates(list(keys))
             .withColumns(stamp)
         )
+        if repeated_versions != 0:
+            fresh = fresh.dropDuplicates(list(keys))
         if replaced:
             counts["deleted"] = _execute(
                 child.alias("t")
