@@ -11,6 +11,7 @@ pytestmark = pytest.mark.unit
 
 def test_driver_defaults_c1_with_a_full_code_cache_serial_gc_and_768_megabytes(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("PLACSP_SPARK_JAVA_OPTIONS", raising=False)
+    monkeypatch.setenv("PLACSP_JVM_CLASS_ARCHIVE", "off")  # its options: tests/spark/test_class_archive.py
     monkeypatch.delenv("PLACSP_SPARK_DRIVER_MEMORY", raising=False)
     conf = session.local_conf("2")
     options = conf["spark.driver.extraJavaOptions"].split()
@@ -22,6 +23,7 @@ def test_driver_defaults_c1_with_a_full_code_cache_serial_gc_and_768_megabytes(m
 
 
 def test_java_options_can_be_replaced_or_dropped(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PLACSP_JVM_CLASS_ARCHIVE", "off")
     monkeypatch.setenv("PLACSP_SPARK_JAVA_OPTIONS", "-XX:+UseSerialGC")
     assert session.driver_conf()["spark.driver.extraJavaOptions"] == "-XX:+UseSerialGC"
     monkeypatch.setenv("PLACSP_SPARK_JAVA_OPTIONS", "")

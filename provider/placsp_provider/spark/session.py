@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
+from placsp_provider.spark.class_archive import archive_options
 from placsp_provider.spark.jars import jar_paths, spark_env
 
 if TYPE_CHECKING:
@@ -42,12 +43,14 @@ DEFAULT_DRIVER_MEMORY = "768m"
 
 
 def driver_java_options() -> str:
-    """JVM options of the driver (`PLACSP_SPARK_JAVA_OPTIONS`; empty for none).
+    """JVM options of the driver (`PLACSP_SPARK_JAVA_OPTIONS`; empty for none), plus the class archive's
+    when one was built for this JVM and Spark (`spark/class_archive.py`).
 
     A driver that runs for hours, e.g. a backfill of years in one run, may do better with C2
     (`PLACSP_SPARK_JAVA_OPTIONS="-XX:+UseSerialGC"`).
     """
-    return os.environ.get("PLACSP_SPARK_JAVA_OPTIONS", DEFAULT_DRIVER_JAVA_OPTIONS)
+    options = os.environ.get("PLACSP_SPARK_JAVA_OPTIONS", DEFAULT_DRIVER_JAVA_OPTIONS)
+    return " ".join(filter(None, (options, archive_options(options))))
 
 
 def driver_conf() -> dict[str, str]:

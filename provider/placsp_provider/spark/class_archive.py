@@ -1,0 +1,242 @@
+"""A class-data-sharing archive (Java's AppCDS) of the Spark driver: the classes Spark, Delta and our
+jobs load, mapped from one file at start-up instead of read, parsed and verified one by one.
+
+Every `placsp ingest`, every spark-submit of the DAGs and every test that starts a JVM pays that
+loading; a daily run pays it once per dataset. With the archive, a bare session plus one Delta read
+starts in 6.6 s instead of 10.1 s, and the ingest of one page into an existing lake takes 27.3 s
+instead of 32.4 s (docs/benchmarks.md, speed log).
+
+`python -m placsp_provider.spark.class_archive build` (run by `make jars`) makes the archive once per
+JVM build, Spark installation and jar set: it ingests two bundled sample pages into a throwaway lake
+with `-XX:ArchiveClassesAtExit`, then starts a session that must map the new archive (`-Xshare:on`
+refuses one that does not fit) before renaming it into place. Only a complete, checked archive ever
+has the final name: the JVM crashes on a truncated one, but ignores a missing file, and falls back to
+loading classes (with a warning we silence) when the class path differs from the one recorded.
+
+`PLACSP_JVM_CLASS_ARCHIVE=off` leaves it out; options that already name an archive keep theirs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from placsp_provider.spark.jars import SPARK_PACKAGES, jar_dir, jar_paths, spark_env
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+SWITCH_ENV = "PLACSP_JVM_CLASS_ARCHIVE"
+_ARCHIVE_OPTIONS = ("-XX:SharedArchiveFile", "-XX:ArchiveClassesAtExit", "-Xshare")
+# The JVM logs (on stdout) each start whose class path does not match the archive's; it then loads
+# classes as it would without one, so the line would only alarm whoever reads a task log.
+_QUIET = "-Xlog:cds*=off"
+
+
+def archive_dir() -> Path:
+    return jar_dir().parent / "jvm-class-archive"
+
+
+def java_home() -> Path | None:
+    """The JDK Spark's launcher runs: $JAVA_HOME, else the `java` on PATH."""
+    if os.environ.get("JAVA_HOME"):
+        return Path(os.environ["JAVA_HOME"]).resolve()
+    java = shutil.which("java")
+    return Path(java).resolve().parent.parent if java else None
+
+
+def archive_key() -> str | None:
+    """What an archive is only valid for: this JVM build, this Spark and these jars (the JVM refuses an
+    archive of another build or class path at start-up; the key keeps us from offering it one)."""
+    home = java_home()
+    if home is None:
+        return None
+    candidates = (home / "lib" / "server" / "libjvm.so", home / "jre" / "lib" / "server" / "libjvm.so")
+    jvm = next((p for p in candidates if p.is_file()), None)
+    if jvm is None:
+        return None
+    spark_home = Path(spark_env()["SPARK_HOME"]).resolve()
+    try:
+        jars = [(p.name, p.stat().st_size, p.stat().st_mtime_ns) for p in jar_paths()]
+        spark_jars = sorted((p.name, p.stat().st_size) for p in (spark_home / "jars").glob("*.jar"))
+        jvm_stat = jvm.stat()
+    except OSError:  # jars not fetched yet, or Spark without a jars folder
+        return None
+    facts = {
+        "jvm": [str(jvm), jvm_stat.st_size, jvm_stat.st_mtime_ns],
+        "spark_home": str(spark_home),
+        "spark_jars": spark_jars,
+        "jars": jars,
+        "packages": SPARK_PACKAGES,
+        # The launcher puts these folders first on the class path when they are set.
+        "conf_dirs": [os.environ.get(k, "") for k in ("SPARK_CONF_DIR", "HADOOP_CONF_DIR", "YARN_CONF_DIR")],
+    }
+    return hashlib.sha256(json.dumps(facts, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def archive_path(key: str) -> Path:
+    return archive_dir() / f"driver-{key}.jsa"
+
+
+def archive_options(options: str) -> str:
+    """The JVM options that map the archive, to add to the driver's `options`; empty when switched off,
+    when `options` already name an archive, or when none was built for this JVM, Spark and jars."""
+    if os.environ.get(SWITCH_ENV, "").lower() in ("off", "0", "false", "no"):
+        return ""
+    if any(o.startswith(_ARCHIVE_OPTIONS) for o in options.split()):
+        return ""
+    key = archive_key()
+    if key is None or not archive_path(key).is_file():
+        return ""
+    return f"-XX:SharedArchiveFile={archive_path(key)} {_QUIET}"
+
+
+def build(force: bool = False) -> Path | None:
+    """Make the archive for this JVM, Spark and jars unless it exists; return its path (None: this JVM
+    cannot make one, said on stderr; runs then start as they would without)."""
+    from placsp_provider.spark.session import DEFAULT_DRIVER_JAVA_OPTIONS
+
+    key = archive_key()
+    if key is None:
+        print("class archive: no JDK with libjvm.so found, or the Spark jars are missing", file=sys.stderr)
+        return None
+    final = archive_path(key)
+    if final.is_file() and not force:
+        return final
+    final.parent.mkdir(parents=True, exist_ok=True)
+    env = {**spark_env(), SWITCH_ENV: "off"}
+    base = os.environ.get("PLACSP_SPARK_JAVA_OPTIONS", DEFAULT_DRIVER_JAVA_OPTIONS)
+    with tempfile.TemporaryDirectory(dir=final.parent, prefix=".build-") as tmp:
+        staged = Path(tmp) / final.name
+        # Training: the classes of a real ingest (session, pages, Python workers, MERGEs into new and
+        # existing tables) are the ones recorded.
+        train = _run(
+            ["train", tmp],
+            {**env, "PLACSP_SPARK_JAVA_OPTIONS": f"{base} -XX:ArchiveClassesAtExit={staged} {_QUIET}"},
+        )
+        if train.returncode != 0 or not staged.is_file():
+            print(f"class archive: the training run failed; runs start without one\n{_tail(train)}", file=sys.stderr)
+            return None
+        check = _run(
+            ["check"], {**env, "PLACSP_SPARK_JAVA_OPTIONS": f"{base} -Xshare:on -XX:SharedArchiveFile={staged}"}
+        )
+        if check.returncode != 0:
+            print(f"class archive: a session could not map it; runs start without one\n{_tail(check)}", file=sys.stderr)
+            return None
+        os.replace(staged, final)
+    for stale in final.parent.glob("driver-*.jsa"):  # other JVMs, Sparks or jar sets: ~200 MB each
+        if stale != final:
+            stale.unlink(missing_ok=True)
+    return final
+
+
+def _run(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "placsp_provider.spark.class_archive", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+
+
+def _tail(result: subprocess.CompletedProcess[str]) -> str:
+    return "\n".join((result.stderr or result.stdout).splitlines()[-12:])
+
+
+def _train(workdir: Path) -> None:
+    """Ingest two bundled pages into a fresh lake, the second into the tables the first made."""
+    from placsp_provider.datasets import get_dataset
+    from placsp_provider.demo.samples import samples_dir
+    from placsp_provider.spark.session import get_session
+    from placsp_provider.spark.silver_job import IngestRequest, run_ingest
+
+    ds = get_dataset("licitaciones")
+    lake = workdir / "lake"
+    samples = samples_dir() / "643_licitaciones"
+    spark = get_session("placsp-class-archive", extra={"spark.master": "local[2]"})
+    for n, page in enumerate(
+        (samples / "resolvedWithNoLots" / "version11.atom", samples / "resolvedWithLotsAllAwarded" / "version7.atom")
+    ):
+        manifest = _land(lake, ds.key, page, f"train-{n}")
+        run_ingest(spark, IngestRequest(ds, lake, f"train-{n}", manifests=(manifest,)))
+    spark.read.format("delta").load(str(lake / "silver" / "entries")).count()
+    _stop_jvm(spark)
+
+
+def _stop_jvm(spark: SparkSession) -> None:
+    """Stop the session and wait for its JVM to exit: the archive is written as the JVM exits."""
+    from pyspark import SparkContext
+
+    gateway = SparkContext._gateway
+    spark.stop()
+    proc = getattr(gateway, "proc", None)
+    if proc is not None:  # the JVM exits when the pipe pyspark holds open on its stdin closes
+        proc.stdin.close()
+        proc.wait(timeout=600)
+
+
+def _land(lake: Path, dataset: str, page: Path, run_id: str) -> Path:
+    from placsp_provider.bronze.manifest import LandedPage, Manifest
+    from placsp_provider.datasets import get_dataset
+    from placsp_provider.feed.page_scan import scan_page
+    from placsp_provider.lake import manifests_dir, page_file
+
+    ds = get_dataset(dataset)
+    body = page.read_bytes()
+    sha = hashlib.sha256(body).hexdigest()
+    final = page_file(lake, ds.key, page.name, sha)
+    final.parent.mkdir(parents=True, exist_ok=True)
+    final.write_bytes(body)
+    stamp = "2025-08-18T00:00:00Z"
+    manifest = Manifest(ds.key, ds.syndication_id, run_id, stamp, stamp, stamp, "class-archive://")
+    manifest.pages.append(
+        LandedPage.from_scan(
+            scan_page(final),
+            url=f"class-archive://{page.name}",
+            file=str(final.relative_to(lake)),
+            size=len(body),
+            sha256=sha,
+            source="feed",
+            newly_landed=True,
+        )
+    )
+    path = manifests_dir(lake, ds.key) / f"{run_id}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(manifest.to_json())
+    return path
+
+
+def _check() -> None:
+    from placsp_provider.spark.session import get_session
+
+    spark = get_session("placsp-class-archive-check", extra={"spark.master": "local[1]"})
+    spark.range(1).count()
+    _stop_jvm(spark)
+
+
+def main(argv: list[str]) -> int:
+    if argv[:1] == ["build"]:
+        path = build(force="--force" in argv)
+        print(path if path else "class archive: none (see above)")
+        return 0  # the archive only saves start-up time: a JVM that cannot make one runs without
+    if argv[:1] == ["train"] and len(argv) == 2:
+        _train(Path(argv[1]))
+        return 0
+    if argv[:1] == ["check"]:
+        _check()
+        return 0
+    print("usage: python -m placsp_provider.spark.class_archive build [--force]", file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
