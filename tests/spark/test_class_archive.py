@@ -39,20 +39,25 @@ def test_the_archive_is_offered_only_once_built_for_these_jars_and_never_over_th
     key = class_archive.archive_key()
     assert key is not None  # a JDK and the (fake) jars are there
     assert class_archive.archive_options("") == ""  # none built: runs start as before
-    archive = class_archive.archive_path(key)
-    assert archive.parent == jar_folder.parent / "jvm-class-archive"
-    archive.parent.mkdir()
+    folder = jar_folder.parent / "jvm-class-archive"
+    folder.mkdir()
+    archive = folder / f"driver-{key}-5.jsa"  # named with its size, as `build` publishes it
     archive.write_bytes(b"built")
+    assert class_archive.built_archive(key) == archive
 
     options = session.driver_conf()["spark.driver.extraJavaOptions"].split()
     assert options[:3] == ["-XX:TieredStopAtLevel=1", "-XX:ReservedCodeCacheSize=240m", "-XX:+UseSerialGC"]
     assert options[3:] == [f"-XX:SharedArchiveFile={archive}", "-Xlog:cds*=off"]
 
+    archive.write_bytes(b"cut")  # cut short after it was published: the JVM would crash on it
+    assert class_archive.archive_options("") == ""
+    archive.write_bytes(b"built")
+
     # Another jar set is another class path: that archive no longer applies.
     (jar_folder / jar_file_name(*next(iter(SPARK_PACKAGES.items())))).write_bytes(b"another jar")
     assert class_archive.archive_key() != key
     assert class_archive.archive_options("") == ""
-    archive.rename(class_archive.archive_path(class_archive.archive_key() or ""))
+    archive.rename(folder / f"driver-{class_archive.archive_key()}-5.jsa")
     assert "SharedArchiveFile" in class_archive.archive_options("")
 
     monkeypatch.setenv("PLACSP_SPARK_JAVA_OPTIONS", "-XX:SharedArchiveFile=/mine.jsa")  # the user's wins
@@ -105,7 +110,7 @@ def _classes_from_archive(tmp_path: Path, switch: str) -> tuple[int, int]:
 @pytest.mark.spark
 def test_a_fresh_driver_maps_spark_and_delta_classes_from_the_archive_the_install_built(tmp_path: Path) -> None:
     key = class_archive.archive_key()
-    assert key is not None and class_archive.archive_path(key).is_file(), (
+    assert key is not None and class_archive.built_archive(key), (
         "no class archive for this JVM, Spark and jars: `make jars` builds it "
         "(python -m placsp_provider.spark.class_archive build)"
     )
@@ -118,14 +123,15 @@ def test_a_fresh_driver_maps_spark_and_delta_classes_from_the_archive_the_instal
 def test_an_archive_cut_short_is_refused_before_it_gets_the_name_runs_use(tmp_path: Path) -> None:
     # The JVM crashes on a truncated archive (SIGBUS while mapping it), so `build` publishes one only
     # after a session started with `-Xshare:on` mapped it; a build killed mid-dump never gets there.
-    key = class_archive.archive_key()
-    assert key is not None and class_archive.archive_path(key).is_file()
+    archive = class_archive.built_archive(class_archive.archive_key() or "")
+    assert archive is not None
     cut = tmp_path / "cut.jsa"
-    with class_archive.archive_path(key).open("rb") as whole:
+    with archive.open("rb") as whole:
         cut.write_bytes(whole.read(1_000_000))
     env = {
         **os.environ,
         class_archive.SWITCH_ENV: "off",
-        "PLACSP_SPARK_JAVA_OPTIONS": f"-Xshare:on -XX:SharedArchiveFile={cut}",
+        "PLACSP_SPARK_JAVA_OPTIONS": f"-Xshare:on -XX:SharedArchiveFile={cut} -XX:ErrorFile={tmp_path}/hs_err_%p.log",
     }
     assert class_archive._run(["check"], env).returncode != 0
+    assert list(tmp_path.glob("hs_err_*.log"))  # it crashed, as a run given such a file would

@@ -10,8 +10,9 @@ instead of 32.4 s (docs/benchmarks.md, speed log).
 JVM build, Spark installation and jar set: it ingests two bundled sample pages into a throwaway lake
 with `-XX:ArchiveClassesAtExit`, then starts a session that must map the new archive (`-Xshare:on`
 refuses one that does not fit) before renaming it into place. Only a complete, checked archive ever
-has the final name: the JVM crashes on a truncated one, but ignores a missing file, and falls back to
-loading classes (with a warning we silence) when the class path differs from the one recorded.
+has the final name, which ends in its size: the JVM crashes on a truncated archive, but ignores a
+missing file, and falls back to loading classes (with a warning we silence) when the class path
+differs from the one recorded.
 
 `PLACSP_JVM_CLASS_ARCHIVE=off` leaves it out; options that already name an archive keep theirs.
 """
@@ -81,8 +82,18 @@ def archive_key() -> str | None:
     return hashlib.sha256(json.dumps(facts, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def archive_path(key: str) -> Path:
-    return archive_dir() / f"driver-{key}.jsa"
+def built_archive(key: str) -> Path | None:
+    """The archive built for `key`, if whole: its name ends in its size in bytes (`driver-<key>-<size>.jsa`),
+    so a file cut short after it was published (a copy, a restore) is never offered to a JVM, which
+    would crash on it."""
+    for path in sorted(archive_dir().glob(f"driver-{key}-*.jsa")):
+        size = path.name[len(f"driver-{key}-") : -len(".jsa")]
+        try:
+            if size.isdigit() and path.stat().st_size == int(size):
+                return path
+        except OSError:
+            continue
+    return None
 
 
 def archive_options(options: str) -> str:
@@ -93,9 +104,8 @@ def archive_options(options: str) -> str:
     if any(o.startswith(_ARCHIVE_OPTIONS) for o in options.split()):
         return ""
     key = archive_key()
-    if key is None or not archive_path(key).is_file():
-        return ""
-    return f"-XX:SharedArchiveFile={archive_path(key)} {_QUIET}"
+    archive = built_archive(key) if key else None
+    return f"-XX:SharedArchiveFile={archive} {_QUIET}" if archive else ""
 
 
 def build(force: bool = False) -> Path | None:
@@ -107,14 +117,15 @@ def build(force: bool = False) -> Path | None:
     if key is None:
         print("class archive: no JDK with libjvm.so found, or the Spark jars are missing", file=sys.stderr)
         return None
-    final = archive_path(key)
-    if final.is_file() and not force:
-        return final
-    final.parent.mkdir(parents=True, exist_ok=True)
+    built = built_archive(key)
+    if built and not force:
+        return built
+    folder = archive_dir()
+    folder.mkdir(parents=True, exist_ok=True)
     env = {**spark_env(), SWITCH_ENV: "off"}
     base = os.environ.get("PLACSP_SPARK_JAVA_OPTIONS", DEFAULT_DRIVER_JAVA_OPTIONS)
-    with tempfile.TemporaryDirectory(dir=final.parent, prefix=".build-") as tmp:
-        staged = Path(tmp) / final.name
+    with tempfile.TemporaryDirectory(dir=folder, prefix=".build-") as tmp:
+        staged = Path(tmp) / "driver.jsa"
         # Training: the classes of a real ingest (session, pages, Python workers, MERGEs into new and
         # existing tables) are the ones recorded.
         train = _run(
@@ -124,14 +135,18 @@ def build(force: bool = False) -> Path | None:
         if train.returncode != 0 or not staged.is_file():
             print(f"class archive: the training run failed; runs start without one\n{_tail(train)}", file=sys.stderr)
             return None
+        # A JVM that cannot map it may crash: its hs_err file stays in the throwaway folder.
+        crash = f"-XX:ErrorFile={tmp}/hs_err_%p.log"
         check = _run(
-            ["check"], {**env, "PLACSP_SPARK_JAVA_OPTIONS": f"{base} -Xshare:on -XX:SharedArchiveFile={staged}"}
+            ["check"],
+            {**env, "PLACSP_SPARK_JAVA_OPTIONS": f"{base} -Xshare:on -XX:SharedArchiveFile={staged} {crash}"},
         )
         if check.returncode != 0:
             print(f"class archive: a session could not map it; runs start without one\n{_tail(check)}", file=sys.stderr)
             return None
+        final = folder / f"driver-{key}-{staged.stat().st_size}.jsa"
         os.replace(staged, final)
-    for stale in final.parent.glob("driver-*.jsa"):  # other JVMs, Sparks or jar sets: ~200 MB each
+    for stale in folder.glob("driver-*.jsa"):  # other JVMs, Sparks or jar sets: ~200 MB each
         if stale != final:
             stale.unlink(missing_ok=True)
     return final
