@@ -95,7 +95,10 @@ class Config:
     noise_cores: float = 0.25  # a child next to more foreign load than this (in cores) is run again...
     attempts: int = 3  # ...up to this many times in all; the quietest attempt is kept
     fresh_repeats: int = 2  # whole-process runs of a measurement compared with nothing (the stale page); fastest kept
-    paired_repeats: int = 3  # whole-process runs of each side of a goal's pair (PAIRED), in ABBA order; fastest kept
+    # Whole-process runs of each side of a goal's pair (PAIRED), in ABBA order; fastest kept. 3 runs a
+    # side gave single rounds of the marginal from 0.32x to 0.55x (2026-12-03): wider than the gap to
+    # the goal, so 5.
+    paired_repeats: int = 5
 
     @property
     def half(self) -> int:  # N of the marginal ingest (2N = all pages)
@@ -201,6 +204,7 @@ def run(quick: bool = False) -> BenchResult:
     measures["spark_ingest"]["small_entries"] = warm.total_entries
     raw = {"config": cfg.__dict__, "quick": quick, "corpus": corpus_facts(clean), "measures": measures, "noise": noise}
     raw["half_bytes"] = sum(p.bytes for p in clean.pages[cfg.half :])
+    raw["class_archive"] = _class_archive()
     raw["one_page_entries"] = later.pages[0].entries
     raw["one_stale_page_entries"] = warm.pages[0].entries
     # Kept before anything below can fail (a contents mismatch, a report bug): minutes of measurements.
@@ -448,6 +452,19 @@ def _goal_values(raw: dict[str, Any]) -> dict[str, tuple[float, float | None, bo
     }
 
 
+def _class_archive() -> str:
+    """The class archive the children's driver JVMs map (spark/class_archive.py), or ""."""
+    from placsp_provider.spark.class_archive import archive_options
+
+    return archive_options("")
+
+
+def _class_archive_note(raw: dict[str, Any]) -> str:
+    if raw.get("class_archive"):
+        return "maps the class archive `make jars` builds (bare session and ingests alike)"
+    return "starts without a class archive (none built for this JVM, Spark and jars, or switched off)"
+
+
 def _marginal_spread(raw: dict[str, Any]) -> str:
     """The marginal each round of the interleaved ingests gives on its own (the i-th run of each side,
     run next to each other): how far one round can be from the goal's value."""
@@ -513,7 +530,8 @@ def _goals_table(raw: dict[str, Any]) -> Table:
             f"SparkSession and its JVM included; copying a lake excluded): ingest of the {cfg['pages'] // 2} newest "
             f"pages into a fresh lake {secs['fresh_half']} s, of all {cfg['pages']} {secs['fresh_all']} s; the "
             f"marginal speed is the {raw['half_bytes'] / MB:,.0f} MB of the older pages over the difference, against "
-            f"the reference's MB/s. CPU: of each child's process tree.",
+            f"the reference's MB/s. CPU: of each child's process tree. Every child's driver JVM "
+            f"{_class_archive_note(raw)}.",
             f"Fixed cost: one page of {raw['one_page_entries']} entries, newer versions of entries the lake "
             f"holds (what a daily run brings; {_merged(ms['one_page'])}), ingested into (a copy of) the "
             f"{cfg['pages'] // 2}-page lake {secs['one_page']} s, against a SparkSession plus a count of the "
