@@ -135,3 +135,14 @@ def test_an_archive_cut_short_is_refused_before_it_gets_the_name_runs_use(tmp_pa
     }
     assert class_archive._run(["check"], env).returncode != 0
     assert list(tmp_path.glob("hs_err_*.log"))  # it crashed, as a run given such a file would
+
+
+@pytest.mark.unit
+def test_a_build_that_cannot_start_says_why_and_leaves_runs_as_they_were(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("PLACSP_SPARK_JARS", str(tmp_path / "no-jars-here"))
+    assert class_archive.main(["build"]) == 0  # `make jars` goes on: the archive only saves time
+    err = capsys.readouterr().err
+    assert err.startswith("class archive: ") and "Spark jars are missing" in err and "Traceback" not in err
+    assert class_archive.archive_options("") == ""

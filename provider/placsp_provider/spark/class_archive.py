@@ -126,6 +126,12 @@ def build(force: bool = False) -> Path | None:
     base = os.environ.get("PLACSP_SPARK_JAVA_OPTIONS", DEFAULT_DRIVER_JAVA_OPTIONS)
     with tempfile.TemporaryDirectory(dir=folder, prefix=".build-") as tmp:
         staged = Path(tmp) / "driver.jsa"
+        print(
+            "class archive: recording the classes of a two-page ingest (about a minute, once per JDK, Spark "
+            "and jar set)",
+            file=sys.stderr,
+            flush=True,
+        )
         # Training: the classes of a real ingest (session, pages, Python workers, MERGEs into new and
         # existing tables) are the ones recorded.
         train = _run(
@@ -147,7 +153,7 @@ def build(force: bool = False) -> Path | None:
         final = folder / f"driver-{key}-{staged.stat().st_size}.jsa"
         os.replace(staged, final)
     for stale in folder.glob("driver-*.jsa"):  # other JVMs, Sparks or jar sets: ~200 MB each
-        if stale != final:
+        if not stale.name.startswith(f"driver-{key}-"):  # a build running beside this one keeps its own
             stale.unlink(missing_ok=True)
     return final
 
@@ -240,9 +246,14 @@ def _check() -> None:
 
 def main(argv: list[str]) -> int:
     if argv[:1] == ["build"]:
-        path = build(force="--force" in argv)
+        # The archive only saves start-up time: whatever stops its build, runs start without it.
+        try:
+            path = build(force="--force" in argv)
+        except (OSError, subprocess.SubprocessError) as err:
+            print(f"class archive: not built ({err}); runs start without one", file=sys.stderr)
+            return 0
         print(path if path else "class archive: none (see above)")
-        return 0  # the archive only saves start-up time: a JVM that cannot make one runs without
+        return 0
     if argv[:1] == ["train"] and len(argv) == 2:
         _train(Path(argv[1]))
         return 0
