@@ -467,7 +467,6 @@ def test_a_page_removed_while_the_run_reads_it_is_the_users_first_line(spark, tm
     file right after Spark listed it): Spark's own error, a JVM stack, comes back as the provider's,
     naming the file, and nothing is written."""
     from placsp_provider.bronze.manifest import Manifest
-    from placsp_provider.errors import BronzePageError
     from placsp_provider.spark import silver_job
 
     lake = tmp_path / "my lake"  # a space: the JVM names the file in its message as it is
@@ -480,14 +479,7 @@ def test_a_page_removed_while_the_run_reads_it_is_the_users_first_line(spark, tm
 
     route_pages = silver_job.route_pages
     monkeypatch.setattr(silver_job, "route_pages", listed_then_removed)
-    with pytest.raises(BronzePageError) as raised:
-        ingest(spark, lake, "agregadas", "r1")
-    assert str(raised.value) == (
-        f"dataset agregadas: {landed.file}: stage parse: the page was removed while the run read it; "
-        "nothing was written: run the ingest again"
-    )
-    for name in ("entries", "dead_letters", "reconciliation"):
-        assert table(spark, lake, name).count() == 0, name
+    _fails_naming_the_removed_page(spark, lake, landed.file)
 
 
 def test_a_page_removed_before_the_run_plans_its_tasks_is_the_users_first_line(
@@ -496,7 +488,6 @@ def test_a_page_removed_before_the_run_plans_its_tasks_is_the_users_first_line(
     """In Bronze when the run checked, gone when it sized the pages for Spark's tasks (staged by
     removing it just before the sizing): the provider's error naming the file, and nothing written."""
     from placsp_provider.bronze.manifest import Manifest
-    from placsp_provider.errors import BronzePageError
     from placsp_provider.spark import silver_job
 
     lake = tmp_path / "my lake"  # a space, as in the test above
@@ -509,10 +500,17 @@ def test_a_page_removed_before_the_run_plans_its_tasks_is_the_users_first_line(
 
     page_task_split = silver_job.page_task_split
     monkeypatch.setattr(silver_job, "page_task_split", removed_then_sized)
+    _fails_naming_the_removed_page(spark, lake, gone)
+
+
+def _fails_naming_the_removed_page(spark, lake: Path, removed: str) -> None:
+    """The ingest's first line names the dataset, the file, the stage and what to do; nothing written."""
+    from placsp_provider.errors import BronzePageError
+
     with pytest.raises(BronzePageError) as raised:
         ingest(spark, lake, "agregadas", "r1")
     assert str(raised.value) == (
-        f"dataset agregadas: {gone}: stage parse: the page was removed while the run read it; "
+        f"dataset agregadas: {removed}: stage parse: the page was removed while the run read it; "
         "nothing was written: run the ingest again"
     )
     for name in ("entries", "dead_letters", "reconciliation"):
