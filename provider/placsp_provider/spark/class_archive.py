@@ -19,6 +19,7 @@ differs from the one recorded.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -26,6 +27,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -122,6 +124,7 @@ def build(force: bool = False) -> Path | None:
         return built
     folder = archive_dir()
     folder.mkdir(parents=True, exist_ok=True)
+    started = time.time()
     env = {**spark_env(), SWITCH_ENV: "off"}
     base = os.environ.get("PLACSP_SPARK_JAVA_OPTIONS", DEFAULT_DRIVER_JAVA_OPTIONS)
     with tempfile.TemporaryDirectory(dir=folder, prefix=".build-") as tmp:
@@ -152,9 +155,13 @@ def build(force: bool = False) -> Path | None:
             return None
         final = folder / f"driver-{key}-{staged.stat().st_size}.jsa"
         os.replace(staged, final)
-    for stale in folder.glob("driver-*.jsa"):  # other JVMs, Sparks or jar sets: ~200 MB each
-        if not stale.name.startswith(f"driver-{key}-"):  # a build running beside this one keeps its own
-            stale.unlink(missing_ok=True)
+    # Older archives (other JVMs, Sparks or jar sets, or a build this one replaces: ~200 MB each). One
+    # written after this build started is another build's beside it, which keeps it: then each build
+    # removes only what predates it, and the newest of them always stays.
+    for stale in folder.glob("driver-*.jsa"):
+        with contextlib.suppress(OSError):
+            if stale != final and stale.stat().st_mtime < started:
+                stale.unlink()
     return final
 
 
@@ -177,6 +184,7 @@ def _train(workdir: Path) -> None:
     """Ingest two bundled pages into a fresh lake, the second into the tables the first made."""
     from placsp_provider.datasets import get_dataset
     from placsp_provider.demo.samples import samples_dir
+    from placsp_provider.lake import table_path
     from placsp_provider.spark.session import get_session
     from placsp_provider.spark.silver_job import IngestRequest, run_ingest
 
@@ -189,7 +197,7 @@ def _train(workdir: Path) -> None:
     ):
         manifest = _land(lake, ds.key, page, f"train-{n}")
         run_ingest(spark, IngestRequest(ds, lake, f"train-{n}", manifests=(manifest,)))
-    spark.read.format("delta").load(str(lake / "silver" / "entries")).count()
+    spark.read.format("delta").load(str(table_path(lake, "entries"))).count()
     _stop_jvm(spark)
 
 
