@@ -193,6 +193,31 @@ def test_goals_are_computed_from_the_fresh_processes() -> None:
 
 
 @pytest.mark.unit
+def test_a_pairs_goal_is_the_median_of_its_rounds() -> None:
+    """Interleaved pairs: round i is the i-th run of each side. The goal takes the median round, not the
+    fastest of one side against the fastest of the other, which here pairs round 1's N-page ingest with
+    round 3's 2N-page one and reads 4 s for a marginal that took 20 s in two rounds of three."""
+    # Round 3: the 2N-page ingest ran in a quiet moment, its N-page partner did not.
+    runs = {"fresh_half": [100.0, 110.0, 116.0], "fresh_all": [120.0, 130.0, 104.0]}
+    ms = {key: {"process_s": min(seconds), "process_runs_s": seconds} for key, seconds in runs.items()} | {
+        "one_page": {"process_s": 40.0, "process_runs_s": [40.0, 60.0, 44.0]},
+        "bare": {"process_s": 10.0, "process_runs_s": [20.0, 20.0, 10.0]},
+        "reference": {"best_s": 4.0},
+    }
+    raw = {"corpus": {"bytes": 400 * bench.MB}, "half_bytes": 200 * bench.MB, "measures": ms}
+    rounds = bench._marginal_rounds(raw)
+    assert rounds == pytest.approx([0.10, 0.10, float("inf")])  # 200 MB in 20 s against 100 MB/s; round 3 < 0
+    assert bench._paired(ms, "one_page", "bare") == [(40.0, 20.0), (60.0, 20.0), (44.0, 10.0)]
+    note = bench._pair_note(raw)
+    assert "the marginal of each round 0.10x, 0.10x, infx" in note
+    assert "the fixed cost of each round 2.00, 3.00, 4.40" in note
+    assert "gives 0.50x and 4.00" in note  # best against best: 104 - 100 = 4 s; 40 / 10
+    # Not interleaved (a side ran more often): only the fastest of each side compare.
+    ms["bare"]["process_runs_s"] = [10.0]
+    assert bench._paired(ms, "one_page", "bare") == [(40.0, 10.0)]
+
+
+@pytest.mark.unit
 def test_merges_at_once_count_once_in_wall_time() -> None:
     from benchmarks._lake import merge_wall_seconds
 
