@@ -97,15 +97,21 @@ def test_a_daily_run_killed_mid_merge_and_after_its_commits_ends_as_a_clean_run(
     # A fixed corpus makes a fixed set of changes (a change to the MERGEs shows here first). lots and
     # documents commit nothing: this corpus has none (their MERGEs are the results' code).
     assert Counter(plan) == DAILY_RUN_COMMITS, plan
-    # The fixed ends: Silver starts with the entries MERGE (the dead letters may come before it), and
-    # the reconciliation comes last.
-    assert next(t for t in plan if t != "dead_letters") == "entries" and plan[-1] == "reconciliation", plan
+    # Silver's two rounds (`merge_silver`): the entries MERGE, the results' delete and the tombstone
+    # log's insert, in any order; then the tombstones applied to entries and the results' insert. The
+    # dead letters are written beside them, the reconciliation last.
+    silver = [t for t in plan[:-1] if t != "dead_letters"]
+    assert sorted(silver[:3]) == ["entries", "results", "tombstones"], plan
+    assert sorted(silver[3:]) == ["entries", "results"] and plan[-1] == "reconciliation", plan
 
     mid = ingest(lake, DAY2_RUN, tmp_path, "mid-merge", harness.mid_merge(lake, "entries"))
     assert mid.killed, f"the ingest ended before its first MERGE was caught:\n{mid.stderr[-3000:]}"
-    # The dead letters are written beside Silver, so they may have committed; nothing else may.
+    # The dead letters are written beside Silver, the results' delete and the tombstone log's insert
+    # beside the entries MERGE, so they may have committed; nothing of the second round may.
     landed = harness.commits(lake) - harness.commits(reference.day1)
-    assert {c.table for c in landed} <= {"dead_letters"}, f"a commit landed before the mid-MERGE kill: {landed}"
+    first_round = {"dead_letters", "results", "tombstones"}
+    assert {c.table for c in landed} <= first_round, f"a commit landed before the mid-MERGE kill: {landed}"
+    assert Counter(c.table for c in landed)["results"] <= 1, f"the results' insert came before the entries: {landed}"
     harness.assert_nothing_twice(lake)
     remaining = Counter(plan) - Counter(c.table for c in landed if harness.changes_rows(lake, c))
 

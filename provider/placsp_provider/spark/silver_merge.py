@@ -184,26 +184,33 @@ def merge_silver(
         F.count_if(F.col("_held").isNull() | (F.col("_held") < F.col("updated"))).alias("newer"),
     ).first()
     assert todo is not None  # an aggregate without grouping has one row
-    if todo["newer"]:  # else every eligible version is already the one Silver holds
-        metrics["entries"] = _execute(
+    # Children of an older version exist only where Silver held the entry. Held ones are always
+    # cleaned, also when the entries MERGE below changes nothing: a run that died after it left the
+    # older children behind.
+    held = bool(todo["held"])
+    e = eligible.select(
+        "entry_id", F.col("updated").alias("_winner_updated"), F.col("_source_file").alias("_winner_file")
+    )
+
+    def merge_entries() -> dict[str, int]:
+        return _execute(
             target.alias("t")
             .merge(_conform(best, "entries").alias("s"), _on(BUSINESS_KEYS["entries"], dataset))
             .whenMatchedUpdateAll(condition="s.updated > t.updated")
             .whenNotMatchedInsertAll(),
         )
-    # Children of an older version exist only where Silver held the entry: when this batch held
-    # none before (e.g. a fresh lake) and the MERGE above replaced none (a concurrent writer may have
-    # added one since; one that commits during that MERGE fails it, and the write is redone), there
-    # is nothing to delete. Held ones are always cleaned: a run that died after the entries MERGE
-    # left the older children behind.
-    replaced = bool(todo["held"]) or metrics["entries"]["updated"] > 0
-    e = eligible.select(
-        "entry_id", F.col("updated").alias("_winner_updated"), F.col("_source_file").alias("_winner_file")
-    )
 
-    def child_table(table: str) -> dict[str, int]:
-        counts = nothing_changed()
+    def delete_children(table: str) -> int:
         child = DeltaTable.forPath(spark, str(table_path(lake, table)))
+        return _execute(
+            child.alias("t")
+            .merge(eligible.alias("s"), f"t.dataset = '{dataset}' AND t.entry_id = s.entry_id")
+            .whenMatchedDelete(condition="t.entry_updated < s.updated"),
+        )["deleted"]
+
+    def insert_children(table: str) -> dict[str, int]:
+        if not todo["eligible"] or _known_empty(sizes, table):
+            return nothing_changed()
         keys = BUSINESS_KEYS[table]
         fresh = (
             rows[table]
@@ -216,24 +223,39 @@ def merge_silver(
         )
         if repeated_versions != 0:
             fresh = fresh.dropDuplicates(list(keys))
-        if replaced:
-            counts["deleted"] = _execute(
-                child.alias("t")
-                .merge(eligible.alias("s"), f"t.dataset = '{dataset}' AND t.entry_id = s.entry_id")
-                .whenMatchedDelete(condition="t.entry_updated < s.updated"),
-            )["deleted"]
-        if todo["eligible"] and not _known_empty(sizes, table):
-            inserted = _execute(
-                child.alias("t").merge(_conform(fresh, table).alias("s"), _on(keys, dataset)).whenNotMatchedInsertAll(),
-            )
-            counts.update(inserted=inserted["inserted"], updated=inserted["updated"])
-        return counts
+        child = DeltaTable.forPath(spark, str(table_path(lake, table)))
+        return _execute(
+            child.alias("t").merge(_conform(fresh, table).alias("s"), _on(keys, dataset)).whenNotMatchedInsertAll(),
+        )
 
-    # Each child table, and the tombstones, are written by their own MERGEs on their own tables, all
-    # decided by `eligible` (checkpointed above) and the entries MERGE: independent, so at once.
-    steps: dict[str, Callable[[], dict[str, int]]] = {t: functools.partial(child_table, t) for t in CHILD_TABLES}
-    steps["tombstones"] = lambda: _merge_tombstones(spark, lake, dataset, rows["tombstones"], best, stamp, sizes)
-    metrics.update(run_together(spark, steps))
+    # Every write below is to its own table and decided by `eligible` (checkpointed above), so they run
+    # at once, in two rounds: a MERGE of a few rows keeps the 2 cores busy only when others run beside
+    # it (docs/benchmarks.md, speed log). Round one: the entries MERGE, the old children's deletes
+    # where Silver held a version, the tombstone log's insert. Round two: what must follow the entries
+    # MERGE: the winners' children (inserted after their table's delete) and the tombstones applied to
+    # `entries`. A run that dies between commits leaves what a rerun completes: it decides again from
+    # the tables, and every step is idempotent (tests/reliability).
+    first: dict[str, Callable[[], Any]] = {}
+    if todo["newer"]:  # else every eligible version is already the one Silver holds
+        first["entries"] = merge_entries
+    if held:
+        first.update({f"delete {t}": functools.partial(delete_children, t) for t in CHILD_TABLES})
+    first["tombstone log"] = lambda: _insert_tombstones(spark, lake, dataset, rows["tombstones"], stamp, sizes)
+    done = run_together(spark, first)
+    metrics["entries"] = done.get("entries", metrics["entries"])
+    deleted = {t: done.get(f"delete {t}", 0) for t in CHILD_TABLES}
+    if not held and metrics["entries"]["updated"] > 0:
+        # Silver held none of the batch's entries when `eligible` was read, yet the MERGE replaced some:
+        # a concurrent writer added them since (one that commits during the MERGE fails it, and the
+        # write is redone). Their children go now.
+        deleted = run_together(spark, {t: functools.partial(delete_children, t) for t in CHILD_TABLES})
+
+    second: dict[str, Callable[[], Any]] = {t: functools.partial(insert_children, t) for t in CHILD_TABLES}
+    second["tombstones"] = lambda: _apply_tombstones(spark, lake, dataset, rows["tombstones"], best, sizes)
+    written = run_together(spark, second)
+    for table in CHILD_TABLES:
+        metrics[table] = {**written[table], "deleted": deleted[table]}
+    metrics["tombstones"] = {**done["tombstone log"], "applied_to_entries": written["tombstones"]}
     return metrics
 
 
@@ -272,31 +294,48 @@ def _merge_tombstones(
     stamp: dict,
     sizes: Mapping[str, int] | None,
 ) -> dict[str, int]:
+    """The tombstone log's insert, then the tombstones applied to `entries`."""
+    counts = _insert_tombstones(spark, lake, dataset, batch, stamp, sizes)
+    return {**counts, "applied_to_entries": _apply_tombstones(spark, lake, dataset, batch, best, sizes)}
+
+
+def _insert_tombstones(
+    spark: SparkSession, lake: Path, dataset: str, batch: DataFrame, stamp: dict, sizes: Mapping[str, int] | None
+) -> dict[str, int]:
+    from delta.tables import DeltaTable
+
+    if _known_empty(sizes, "tombstones"):
+        return nothing_changed()
+    log = DeltaTable.forPath(spark, str(table_path(lake, "tombstones")))
+    fresh = batch.dropDuplicates(list(BUSINESS_KEYS["tombstones"])).withColumns(stamp)
+    return _execute(
+        log.alias("t")
+        .merge(_conform(fresh, "tombstones").alias("s"), _on(BUSINESS_KEYS["tombstones"], dataset))
+        .whenNotMatchedInsertAll(),
+    )
+
+
+def _apply_tombstones(
+    spark: SparkSession,
+    lake: Path,
+    dataset: str,
+    batch: DataFrame,
+    best: DataFrame | None,
+    sizes: Mapping[str, int] | None,
+) -> int:
+    """Apply the newest tombstone of every entry this batch touched, whichever run brought it: a
+    tombstone may arrive before the version it deletes, or after. Also when the entries MERGE changed
+    nothing: a run that died right after it left the new versions without their tombstone. Returns
+    the entries updated."""
     from delta.tables import DeltaTable
     from pyspark.sql import functions as F
 
-    path = table_path(lake, "tombstones")
-    log = DeltaTable.forPath(spark, str(path))
-    counts = nothing_changed()
-    counts["applied_to_entries"] = 0
     no_tombstones = _known_empty(sizes, "tombstones")
-    if not no_tombstones:
-        fresh = batch.dropDuplicates(list(BUSINESS_KEYS["tombstones"])).withColumns(stamp)
-        counts.update(
-            _execute(
-                log.alias("t")
-                .merge(_conform(fresh, "tombstones").alias("s"), _on(BUSINESS_KEYS["tombstones"], dataset))
-                .whenNotMatchedInsertAll(),
-            )
-        )
-
-    # Apply the newest tombstone of every entry this batch touched, whichever run brought it:
-    # a tombstone may arrive before the version it deletes, or after. Also when the entries MERGE
-    # changed nothing: a run that died right after it left the new versions without their tombstone.
     touching = [df.select("entry_id") for df in (None if no_tombstones else batch, best) if df is not None]
     if not touching:
-        return counts
+        return 0
     touched = touching[0].union(touching[1]) if len(touching) == 2 else touching[0]
+    log = DeltaTable.forPath(spark, str(table_path(lake, "tombstones")))
     latest = (
         log.toDF()
         .where(F.col("dataset") == dataset)
@@ -313,8 +352,7 @@ def _merge_tombstones(
             set={"deleted_at": "s.deleted_at", "deletion_type": "s.deletion_type"},
         ),
     )
-    counts["applied_to_entries"] = applied["updated"]
-    return counts
+    return applied["updated"]
 
 
 def insert_only(
