@@ -7,6 +7,7 @@
 <lake>/silver/<table>                                          Silver Delta tables
 <lake>/dead_letters, <lake>/reconciliation                     the other Delta tables
 <lake>/runs/<dataset>/<run id>.json, replay-<run id>.json      run summaries (Silver ingest, replay)
+<lake>/_staging/<dataset>/<run folder>/<table>/*.parquet         rows of a running Silver ingest (temp)
 <lake>/completeness/<dataset>/<YYYY-MM>.json                   completeness report of a month
 <lake>/quality_results                                         Delta table of data-contract check results
 <lake>/quality_models/volume/<dataset>.json                    the stored Prophet volume model
@@ -102,6 +103,11 @@ def table_path(lake: Path, table: str) -> Path:
 def safe_run_id(run_id: str) -> str:
     """A run id as a file name: characters other than letters, digits and `-_.+` become `_`."""
     return "".join(c if c.isalnum() or c in "-_.+" else "_" for c in run_id)
+
+
+def staging_dir(lake: Path, dataset: str) -> Path:
+    """Where a running Silver ingest stages the rows its Spark tasks parsed, a folder per run."""
+    return lake / "_staging" / dataset
 
 
 def run_summary_path(lake: Path, dataset: str, run_id: str) -> Path:

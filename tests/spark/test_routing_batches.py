@@ -1,16 +1,17 @@
-"""The router's Arrow batches (pure Python, no Spark started): a page routed 50 records at a time
-gives exactly the rows of the page routed whole, and one file_stats row."""
+"""The stager (pure Python, no Spark started): a page parsed 50 records at a time stages exactly the
+rows of the page parsed whole, one Parquet file per table in place whole, and its tally counts them."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import pyarrow as pa
-import pyarrow.compute as pc
+import pyarrow.parquet as pq
 import pytest
 
 from placsp_provider.datasets import get_dataset
-from placsp_provider.spark.routing import RECORDS_PER_BATCH, TABLES, route_page, routed_schema
+from placsp_provider.parser.page_parser import parse_page
+from placsp_provider.spark.routing import RECORDS_PER_BATCH, TABLES, TALLY, stage_page, staged_file
 from tests.pages import day, page
 
 pytestmark = pytest.mark.unit
@@ -19,30 +20,71 @@ SAMPLES = Path(__file__).resolve().parents[2] / "include" / "placsp_samples"
 PAGE_2022 = SAMPLES / "1044_agregadas" / "PlataformasAgregadasSinMenores_20220104_030016_1.atom"
 
 
-def _by_kind(batches: list[pa.RecordBatch]) -> dict[str, pa.Table]:
-    table = pa.Table.from_batches(batches, schema=routed_schema())
-    return {kind: table.filter(pc.equal(table["kind"], kind)) for kind in (*TABLES, "file_stats")}
+def _staged(staging: Path) -> dict[str, pa.Table]:
+    """Every staged table, read back; no other file (a temp file left behind) may be there."""
+    out = {}
+    for folder in sorted(staging.iterdir()):
+        files = sorted(folder.iterdir())
+        assert len(files) == 1 and files[0].suffix == ".parquet", files
+        out[folder.name] = pq.read_table(files[0])
+    return out
+
+
+def _tally(batch: pa.RecordBatch) -> dict[tuple, int]:
+    assert batch.schema.equals(TALLY)
+    return {(r["kind"], r["record_kind"], r["stage"], r["error_type"]): r["count"] for r in batch.to_pylist()}
 
 
 @pytest.mark.parametrize("cut", [None, 130_000])  # whole, and cut inside a record (a truncated page)
-def test_batches_of_records_route_the_same_rows_as_the_whole_page(cut: int | None) -> None:
+def test_a_page_parsed_in_parts_stages_the_rows_of_the_page_parsed_whole(cut: int | None, tmp_path: Path) -> None:
     data = PAGE_2022.read_bytes()[:cut]
     agregadas = get_dataset("agregadas")
-    whole = list(route_page(data, dataset=agregadas, source_file="p.atom", records_per_batch=None))
-    small = list(route_page(data, dataset=agregadas, source_file="p.atom", records_per_batch=7))
+    whole = stage_page(
+        data, dataset=agregadas, source_file="p.atom", staging=str(tmp_path / "w"), records_per_batch=None
+    )
+    small = stage_page(data, dataset=agregadas, source_file="p.atom", staging=str(tmp_path / "s"), records_per_batch=7)
     assert RECORDS_PER_BATCH == 50
-    assert len(small) > len(whole)  # it did cut the page: 500 records, 7 at a time
-    whole_rows, small_rows = _by_kind(whole), _by_kind(small)
-    for kind in (*TABLES, "file_stats"):
-        assert small_rows[kind].equals(whole_rows[kind]), kind
-    (stats,) = whole_rows["file_stats"].column("file_stats").to_pylist()
+    whole_rows, small_rows = _staged(tmp_path / "w"), _staged(tmp_path / "s")
+    assert whole_rows.keys() == small_rows.keys()
+    for table in whole_rows:
+        assert small_rows[table].equals(whole_rows[table]), table
+    assert _tally(small) == _tally(whole)
+    # The rows are the plain parser's, and the tally counts what was staged (a count of its own).
+    parsed = parse_page(data, dataset=agregadas, source_file="p.atom")
+    tally = _tally(whole)
+    for table in TABLES:
+        rows = getattr(parsed, table)
+        assert (whole_rows[table].num_rows if rows else 0) == len(rows), table
+        if table != "dead_letters" and rows:
+            assert tally[table, None, None, None] == len(rows), table
+    dead = whole_rows.get("dead_letters")
+    assert sum(n for k, n in tally.items() if k[0] == "dead_letters") == (dead.num_rows if dead else 0)
     if cut is None:
-        assert (stats["entries_seen"], stats["tombstones_seen"]) == (117, 383)
-    else:
-        assert stats["entries_seen"] < 117
-    assert whole_rows["entries"].num_rows + whole_rows["tombstones"].num_rows > 0
-    if cut is not None:  # the truncated record is a dead letter, counted once
+        assert (whole_rows["entries"].num_rows, whole_rows["tombstones"].num_rows) == (117, 383)
+        assert "dead_letters" not in whole_rows
+    else:  # the truncated record is a dead letter, counted once
         assert whole_rows["dead_letters"].num_rows == 1
+        assert whole_rows["entries"].num_rows < 117
+    assert whole_rows["entries"].column("_source_file").unique().to_pylist() == ["p.atom"]
+
+
+def test_a_page_staged_again_replaces_its_files(tmp_path: Path) -> None:
+    """A Spark task run again (a lost executor, a retried stage) stages its pages again: the files
+    are replaced, never added to, so no row is read twice."""
+    agregadas = get_dataset("agregadas")
+    data = PAGE_2022.read_bytes()
+    for _ in range(2):
+        stage_page(data, dataset=agregadas, source_file="p.atom", staging=str(tmp_path))
+    staged = _staged(tmp_path)
+    assert staged["entries"].num_rows == 117
+    assert Path(staged_file(str(tmp_path), "entries", "p.atom")).is_file()
+
+
+def test_staged_files_of_two_pages_do_not_collide(tmp_path: Path) -> None:
+    agregadas = get_dataset("agregadas")
+    for name in ("a.atom", "b.atom"):
+        stage_page(page([(1, day(3))]), dataset=agregadas, source_file=f"bronze/x/{name}", staging=str(tmp_path))
+    assert len(list((tmp_path / "entries").iterdir())) == 2
 
 
 @pytest.mark.parametrize("records_per_batch", [None, 1])  # counted across the parts of a page too
@@ -54,38 +96,45 @@ def test_batches_of_records_route_the_same_rows_as_the_whole_page(cut: int | Non
         ([(1, day(3)), (2, day(3)), (1, day(3)), (1, day(3))], 2),
     ],
 )
-def test_the_router_counts_records_repeating_a_version_of_their_page(
-    versions: list[tuple[int, str]], repeated: int, records_per_batch: int | None
+def test_the_stager_counts_records_repeating_a_version_of_their_page(
+    versions: list[tuple[int, str]], repeated: int, records_per_batch: int | None, tmp_path: Path
 ) -> None:
-    batches = route_page(
-        page(versions), dataset=get_dataset("agregadas"), source_file="p.atom", records_per_batch=records_per_batch
-    )
-    routed = _by_kind(list(batches))
-    assert routed["entries"].num_rows == len(versions)
-    (stats,) = routed["file_stats"].column("file_stats").to_pylist()
+    tally = stage_page(
+        page(versions),
+        dataset=get_dataset("agregadas"),
+        source_file="p.atom",
+        staging=str(tmp_path),
+        records_per_batch=records_per_batch,
+    ).to_pylist()
+    (stats,) = [r for r in tally if r["kind"] == "file_stats"]
     assert stats["repeated_versions"] == repeated
+    assert _staged(tmp_path)["entries"].num_rows == len(versions)
 
 
-# -- the router reads its pages from the lake ------------------------------------------------------
-def _run_router(paths: list[str], lake: Path) -> list[pa.RecordBatch]:
-    from placsp_provider.spark.routing import make_router
+# -- the stager reads its pages from the lake ------------------------------------------------------
+def _run_stager(paths: list[str], lake: Path) -> list[pa.RecordBatch]:
+    from placsp_provider.spark.routing import make_stager
 
     listing = pa.RecordBatch.from_pylist([{"path": p} for p in paths])  # a listing as Spark hands it over
-    return list(make_router(get_dataset("agregadas"), str(lake))(iter([listing])))
+    return list(make_stager(get_dataset("agregadas"), str(lake), str(lake / "_staging"))(iter([listing])))
 
 
-def test_router_reads_each_listed_page_from_the_lake(tmp_path: Path) -> None:
+def test_the_stager_reads_each_listed_page_from_the_lake(tmp_path: Path) -> None:
     lake = tmp_path / "my lake"  # a space: Spark's listing spells it %20
-    page = lake / "bronze" / "agregadas" / "pages" / "p.atom"
-    page.parent.mkdir(parents=True)
-    page.write_bytes(PAGE_2022.read_bytes())
-    spark_spelling = "file:" + str(page).replace(" ", "%20")
-    routed = _by_kind(_run_router([spark_spelling], lake))
+    landed = lake / "bronze" / "agregadas" / "pages" / "p.atom"
+    landed.parent.mkdir(parents=True)
+    landed.write_bytes(PAGE_2022.read_bytes())
+    spark_spelling = "file:" + str(landed).replace(" ", "%20")
+    (tally,) = _run_stager([spark_spelling], lake)
     relative = "bronze/agregadas/pages/p.atom"  # as the manifest names it
-    direct = _by_kind(list(route_page(PAGE_2022.read_bytes(), dataset=get_dataset("agregadas"), source_file=relative)))
-    assert routed["entries"].num_rows == 117
-    for kind in (*TABLES, "file_stats"):
-        assert routed[kind].equals(direct[kind]), kind
+    direct = stage_page(
+        PAGE_2022.read_bytes(), dataset=get_dataset("agregadas"), source_file=relative, staging=str(tmp_path / "d")
+    )
+    assert tally.equals(direct)
+    staged, expected = _staged(lake / "_staging"), _staged(tmp_path / "d")
+    assert staged["entries"].num_rows == 117
+    for table in expected:
+        assert staged[table].equals(expected[table]), table
 
 
 def test_a_page_gone_after_listing_is_a_clear_error(tmp_path: Path) -> None:
@@ -93,7 +142,7 @@ def test_a_page_gone_after_listing_is_a_clear_error(tmp_path: Path) -> None:
 
     gone = f"file:{tmp_path}/bronze/agregadas/pages/gone.atom"
     with pytest.raises(BronzePageError) as raised:
-        _run_router([gone], tmp_path)
+        _run_stager([gone], tmp_path)
     message = str(raised.value)
     assert message.startswith("dataset agregadas: bronze/agregadas/pages/gone.atom: stage parse: "), message
     assert "No such file" in message and "removed after landing" in message
@@ -103,4 +152,4 @@ def test_a_lake_that_is_not_a_posix_path_is_refused(tmp_path: Path) -> None:
     from placsp_provider.errors import BronzePageError
 
     with pytest.raises(BronzePageError, match="the lake must be a POSIX path"):
-        _run_router(["s3a://bucket/lake/bronze/agregadas/pages/p.atom"], tmp_path)
+        _run_stager(["s3a://bucket/lake/bronze/agregadas/pages/p.atom"], tmp_path)

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from placsp_provider.datasets import get_dataset
-from placsp_provider.lake import table_path
+from placsp_provider.lake import staging_dir, table_path
 from placsp_provider.spark.silver_job import IngestRequest, run_ingest
 from tests.conftest import SAMPLES
 from tests.conservation import Accounted, Record, assert_conserved, documented, read_with_lxml
@@ -473,12 +473,12 @@ def test_a_page_removed_while_the_run_reads_it_is_the_users_first_line(spark, tm
     (landed,) = Manifest.load(land(lake, "agregadas", {"a.atom": page([(1, day(3))])})).pages
 
     def listed_then_removed(*args, **kwargs):
-        frame = route_pages(*args, **kwargs)
+        frame = stage_pages(*args, **kwargs)
         (lake / landed.file).unlink()
         return frame
 
-    route_pages = silver_job.route_pages
-    monkeypatch.setattr(silver_job, "route_pages", listed_then_removed)
+    stage_pages = silver_job.stage_pages
+    monkeypatch.setattr(silver_job, "stage_pages", listed_then_removed)
     _fails_naming_the_removed_page(spark, lake, landed.file)
 
 
@@ -515,3 +515,30 @@ def _fails_naming_the_removed_page(spark, lake: Path, removed: str) -> None:
     )
     for name in ("entries", "dead_letters", "reconciliation"):
         assert table(spark, lake, name).count() == 0, name
+    assert not list(staging_dir(lake, "agregadas").iterdir())  # the run's staged rows went with it
+
+
+def test_the_staged_rows_go_with_their_run_and_a_dead_runs_with_the_next(spark, tmp_path: Path) -> None:
+    """Spark's tasks stage the parsed rows as Parquet in a folder of the run: removed when the run
+    ends, and a killed run's (its lock no longer held) by the next run, a live run's never."""
+    import fcntl
+    import os
+
+    lake = tmp_path / "lake"
+    staging = staging_dir(lake, "agregadas")
+    dead = staging / "dead-run"
+    (dead / "entries").mkdir(parents=True)
+    (dead / "entries" / "x.parquet").write_bytes(b"left by a run killed mid-ingest")
+    (dead / ".lock").touch()
+    live = staging / "live-run"
+    live.mkdir()
+    held = os.open(live / ".lock", os.O_CREAT | os.O_RDWR)
+    fcntl.flock(held, fcntl.LOCK_EX)  # a run of another process, still going (flock is per open file)
+    try:
+        land(lake, "agregadas", {"a.atom": page([(1, day(3)), (2, day(3))])})
+        summary = ingest(spark, lake, "agregadas", "r1")
+        assert summary["silver"]["entries"] == 2
+        assert table(spark, lake, "entries").count() == 2
+        assert sorted(p.name for p in staging.iterdir()) == ["live-run"]
+    finally:
+        os.close(held)

@@ -7,7 +7,7 @@ so the ingest lasts as long as the busiest core. On few cores that packing can w
 20 pages of 23.5 MB on 2 cores become 5 tasks of 4 pages, run in 3 waves, the last on one core
 (docs/benchmarks.md, speed log). Here the split size is chosen by running Spark's packing and its
 task scheduling on the page sizes, for every candidate, and keeping the one that ends first. Pure
-Python: Spark is only told the chosen size (`page_task_split`), around the routed frame's first action.
+Python: Spark is only told the chosen size (`page_task_split`), around the staging action.
 """
 
 from __future__ import annotations
@@ -159,8 +159,8 @@ def page_sizes(files: Sequence[str]) -> list[int]:
 @contextmanager
 def page_task_split(spark: SparkSession, files: Sequence[str]) -> Iterator[TaskPlan | None]:
     """Inside, a scan of `files` splits into the planned tasks. Spark reads the split size when the
-    scan first runs, so the routed frame's first action goes inside (and a persisted frame keeps the
-    split it was computed with); set for the whole session it would also split every Silver read."""
+    scan runs, so the parse-and-route's action goes inside; set for the whole session it would also
+    split every Silver read."""
     plan = plan_page_tasks(
         page_sizes(files),
         task_slots(spark),

@@ -341,7 +341,7 @@ def _replay_files(
                 outcome.result = RECOVERED
         metrics = {} if request.dry_run else write_routed(spark, lake, ds.key, routed, request.run_id, started)
     finally:
-        routed.unpersist()
+        routed.release()
     return sorted(p.file for p in pages), metrics
 
 

@@ -1,22 +1,27 @@
-"""Parse-and-route on Spark: page paths in (a `binaryFile` listing), typed rows of every table out
-(mapInArrow).
+"""Parse-and-route on Spark: page paths in (a `binaryFile` listing), each page's rows staged as
+Parquet by the Python worker that parsed it, and each page's tally back to the driver (mapInArrow).
 
 Each Python worker reads its pages from the lake and runs the plain `parse_page` on them, so a broken
 entry, or a page that is not well-formed as a whole, costs only itself and every failure carries
-lxml's exact message. The output is one wide Arrow batch per table: a `kind` column and one struct
-column per table, only the struct of its own kind filled. The driver then selects `<kind>.*` for each
-table.
+lxml's exact message. The driver reads the staged rows of each table back as a Parquet frame.
+
+The replay routes a few dead letters instead, through Spark itself: one wide Arrow batch per table,
+a `kind` column and one struct column per table, only the struct of its own kind filled.
 """
 
 from __future__ import annotations
 
 import functools
 import hashlib
+import os
+import uuid
+from collections import Counter
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlsplit
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 from placsp_provider.datasets import Dataset
 from placsp_provider.errors import BronzePageError
@@ -29,16 +34,6 @@ if TYPE_CHECKING:
     from pyspark.sql.types import StructType
 
 TABLES = (*SILVER_TABLES, DEAD_LETTER_TABLE)
-FILE_STATS = pa.schema(
-    [
-        pa.field("entries_seen", pa.int64(), nullable=False),
-        pa.field("tombstones_seen", pa.int64(), nullable=False),
-        pa.field("page_dead_letters", pa.int64(), nullable=False),
-        # Valid entry records that repeat the (entry_id, updated) of an earlier one in the page: only
-        # then can a version's child rows repeat their keys, and need Spark's (sorting) dedup.
-        pa.field("repeated_versions", pa.int64(), nullable=False),
-    ]
-)
 
 
 def dead_letter_id(dataset: str, stage: str, source_file: str, record_offset: int, raw_record: str) -> str:
@@ -63,7 +58,6 @@ def dead_letter_arrow_schema() -> pa.Schema:
 def _struct_types() -> dict[str, pa.StructType]:  # cached: built for every batch otherwise; callers only read it
     types = {t: pa.struct(list(SCHEMAS[t])) for t in TABLES if t != DEAD_LETTER_TABLE}
     types["dead_letters"] = pa.struct(list(dead_letter_arrow_schema()))
-    types["file_stats"] = pa.struct(list(FILE_STATS))
     return types
 
 
@@ -81,51 +75,30 @@ def routed_spark_schema() -> StructType:
 
 
 # Records parsed and turned into Arrow at a time. A whole page (500 entries, ~10,000 rows) held as
-# Python dicts, then as Arrow in the worker, then as Arrow in the JVM was the peak of a run's memory:
-# ~300 MB per Python worker and a JVM that grew ~1 GB while routing (docs/benchmarks.md, speed log).
+# Python dicts was the peak of a worker's memory (~300 MB; docs/benchmarks.md, speed log): its Arrow
+# batches are a fraction of that.
 RECORDS_PER_BATCH = 50
-
-
-def route_page(
-    data: bytes, *, dataset: Dataset, source_file: str, records_per_batch: int | None = RECORDS_PER_BATCH
-) -> Iterator[pa.RecordBatch]:
-    """One page -> wide batches (one per non-empty table of each `records_per_batch` records, then one
-    file_stats row for the page). Pure Python."""
-    page_level = repeated = 0
-    versions: set[tuple[str, Any]] = set()
-    result = None
-    for result in parse_page_in_parts(
-        data, dataset=dataset, source_file=source_file, records_per_part=records_per_batch
-    ):
-        page_level += sum(1 for d in result.dead_letters if d["record_kind"] == "page")
-        for entry in result.entries:
-            version = (entry["entry_id"], entry["entry_updated"])
-            repeated += version in versions
-            versions.add(version)
-        yield from _table_batches(result, source_file)
-    assert result is not None  # parse_page_in_parts yields at least one part
-    stats = pa.RecordBatch.from_pylist(
-        [
-            {
-                "entries_seen": result.entries_seen,
-                "tombstones_seen": result.tombstones_seen,
-                "page_dead_letters": page_level,
-                "repeated_versions": repeated,
-            }
-        ],
-        schema=FILE_STATS,
-    )
-    yield _widen("file_stats", stats, source_file)
 
 
 def _table_batches(result: PageParseResult, source_file: str | None) -> list[pa.RecordBatch]:
     """One wide batch per non-empty table; `source_file` None: each row's own (replayed records)."""
     out: list[pa.RecordBatch] = []
+    for table, batch in table_batches(result):
+        if source_file is not None:
+            files: str | list[str] = source_file
+        else:
+            files = batch.column("source_file" if table == DEAD_LETTER_TABLE else "_source_file").to_pylist()
+        out.append(_widen(table, batch, files))
+    return out
+
+
+def table_batches(result: PageParseResult) -> Iterator[tuple[str, pa.RecordBatch]]:
+    """One batch per non-empty table of `result`, in its table's schema (dead letters with their id)."""
     for table in TABLES:
         rows: list[dict[str, Any]] = getattr(result, table)
         if not rows:
             continue
-        if table == "dead_letters":
+        if table == DEAD_LETTER_TABLE:
             rows = [
                 {
                     **r,
@@ -135,12 +108,9 @@ def _table_batches(result: PageParseResult, source_file: str | None) -> list[pa.
                 }
                 for r in rows
             ]
-            batch = pa.RecordBatch.from_pylist(rows, schema=dead_letter_arrow_schema())
+            yield table, pa.RecordBatch.from_pylist(rows, schema=dead_letter_arrow_schema())
         else:
-            batch = record_batch(table, rows)
-        files = source_file if source_file is not None else [r.get("source_file") or r["_source_file"] for r in rows]
-        out.append(_widen(table, batch, files))
-    return out
+            yield table, record_batch(table, rows)
 
 
 def _widen(kind: str, batch: pa.RecordBatch, source_file: str | list[str]) -> pa.RecordBatch:
@@ -184,28 +154,125 @@ def read_page(spark_path: str, *, dataset: Dataset, lake: str) -> bytes:
         raise BronzePageError(dataset.key, lake_relative(spark_path, lake), reason) from err
 
 
-def make_router(dataset: Dataset, lake: str) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+# -- ingest: pages -> rows staged as Parquet, tallies back to the driver ---------------------------
+# Each worker writes the rows it parses to Parquet files of its own, one per page and table, in the
+# run's staging folder, and sends back only a page's tally. Sending the rows themselves through
+# Spark (Arrow into the JVM, then its in-memory cache) cost the JVM 2 CPU s and the workers 0.6 per
+# 20 pages (471 MB) of a 2-core machine's ~12, the largest part of the ingest's per-page cost that
+# was not the parse (docs/benchmarks.md, speed log); the MERGEs read the staged files instead.
+TALLY = pa.schema(
+    [
+        pa.field("source_file", pa.string(), nullable=False),
+        pa.field("kind", pa.string(), nullable=False),  # a table, or "file_stats"
+        pa.field("record_kind", pa.string()),  # dead letters: entry, tombstone, page
+        pa.field("stage", pa.string()),
+        pa.field("error_type", pa.string()),
+        pa.field("count", pa.int64(), nullable=False),
+        # kind file_stats (one row per page): valid entry records that repeat the (entry_id, updated) of
+        # an earlier one in the page; only then can a version's child rows repeat their keys, and need
+        # Spark's (sorting) dedup.
+        pa.field("repeated_versions", pa.int64(), nullable=False),
+    ]
+)
+
+
+def staged_file(staging: str, table: str, source_file: str) -> str:
+    """Where the rows of `table` from one page are staged: a name of the page's own, so a task that
+    Spark runs again replaces its files instead of adding to them."""
+    key = hashlib.sha256(source_file.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+    return f"{staging}/{table}/{key}.parquet"
+
+
+def stage_page(
+    data: bytes,
+    *,
+    dataset: Dataset,
+    source_file: str,
+    staging: str,
+    records_per_batch: int | None = RECORDS_PER_BATCH,
+) -> pa.RecordBatch:
+    """One page parsed; its rows written to the staging folder (one Parquet file per table, each in
+    place whole or not at all); returns the page's tally (TALLY). Pure Python.
+
+    A page's rows go into one Parquet row group per table: the MERGEs read every staged file, and
+    a row group per `records_per_batch` records cost them ~1 s per
+    10 pages (docs/benchmarks.md, speed log).
+    """
+    counts: Counter[tuple[str, str | None, str | None, str | None]] = Counter()
+    batches: dict[str, list[pa.RecordBatch]] = {}
+    versions: set[tuple[str, Any]] = set()
+    repeated = 0
+    for result in parse_page_in_parts(
+        data, dataset=dataset, source_file=source_file, records_per_part=records_per_batch
+    ):
+        for entry in result.entries:
+            version = (entry["entry_id"], entry["entry_updated"])
+            repeated += version in versions
+            versions.add(version)
+        for d in result.dead_letters:
+            counts[DEAD_LETTER_TABLE, d["record_kind"], d["stage"], d["error_type"]] += 1
+        for table, batch in table_batches(result):
+            if table != DEAD_LETTER_TABLE:
+                counts[table, None, None, None] += batch.num_rows
+            batches.setdefault(table, []).append(batch)
+    for table, parts in batches.items():
+        final = staged_file(staging, table, source_file)
+        os.makedirs(os.path.dirname(final), exist_ok=True)
+        # Spark skips names that start with a dot: a half-written file is never read.
+        tmp = f"{os.path.dirname(final)}/.{uuid.uuid4().hex}.tmp"
+        try:
+            pq.write_table(pa.Table.from_batches(parts), tmp, row_group_size=1 << 30)
+            os.replace(tmp, final)
+        except BaseException:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+            raise
+    rows = [
+        {"kind": kind, "record_kind": rk, "stage": st, "error_type": et, "count": n, "repeated_versions": 0}
+        for (kind, rk, st, et), n in counts.items()
+    ]
+    rows.append(
+        {"kind": "file_stats", "record_kind": None, "stage": None, "error_type": None, "count": 1}
+        | {"repeated_versions": repeated}
+    )
+    return pa.RecordBatch.from_pylist([{"source_file": source_file, **r} for r in rows], schema=TALLY)
+
+
+def make_stager(
+    dataset: Dataset, lake: str, staging: str
+) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """The function handed to `mapInArrow` over a page listing (column `path`, Spark's spelling)."""
 
-    def route(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    def stage(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
             for path in batch.column("path").to_pylist():
                 data = read_page(path, dataset=dataset, lake=lake)
-                yield from route_page(data, dataset=dataset, source_file=lake_relative(path, lake))
+                yield stage_page(data, dataset=dataset, source_file=lake_relative(path, lake), staging=staging)
 
-    return route
+    return stage
 
 
-def route_pages(spark: SparkSession, dataset: Dataset, lake: str, files: list[str]) -> DataFrame:
-    """Every page of `files` (absolute paths in the lake) parsed and routed: the wide frame above.
+def stage_pages(spark: SparkSession, dataset: Dataset, lake: str, files: list[str], staging: str) -> DataFrame:
+    """Every page of `files` (absolute paths in the lake) parsed on Spark, its rows staged under
+    `staging` (a folder every executor sees: in the lake); the frame of the pages' tallies (TALLY).
 
     Spark lists the files (a missing one fails here, before any work) and splits them into tasks by
-    size; each worker reads its pages itself. Shipping the bytes through the JVM (`binaryFile`'s
-    `content`) cost as much CPU as a third of the parse (docs/benchmarks.md, speed log), and the
-    content column is never read when only `path` is selected.
+    size; each worker reads its pages itself (shipping their bytes through the JVM cost as much CPU
+    as a third of the parse: docs/benchmarks.md, speed log).
     """
+    from pyspark.sql.pandas.types import from_arrow_schema
+
     listing = spark.read.format("binaryFile").load(files).select("path")
-    return listing.mapInArrow(make_router(dataset, lake), routed_spark_schema())
+    schema = from_arrow_schema(TALLY, prefer_timestamp_ntz=False)
+    return listing.mapInArrow(make_stager(dataset, lake, staging), schema)
+
+
+def table_spark_schema(table: str) -> StructType:
+    """The Spark schema of a table's staged rows (dead letters: with their id)."""
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    arrow = dead_letter_arrow_schema() if table == DEAD_LETTER_TABLE else SCHEMAS[table]
+    return from_arrow_schema(arrow, prefer_timestamp_ntz=False)
 
 
 # -- replay ------------------------------------------------------------------------------------------

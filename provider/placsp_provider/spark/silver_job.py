@@ -12,6 +12,7 @@ letter with stage `reconciliation` pointing at the raw file, and none of its row
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import re
@@ -23,17 +24,19 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from placsp_provider.bronze.landing import run_folder
 from placsp_provider.bronze.manifest import LandedPage, Manifest
 from placsp_provider.datasets import Dataset, get_dataset
 from placsp_provider.dead_letters.lifecycle import STAGE_RECONCILIATION
 from placsp_provider.errors import BronzePageError
-from placsp_provider.lake import SILVER_TABLES, bronze_dir, run_summary_path, table_path
+from placsp_provider.lake import SILVER_TABLES, bronze_dir, run_summary_path, staging_dir, table_path
 from placsp_provider.spark.page_tasks import page_task_split
 from placsp_provider.spark.routing import (
     dead_letter_arrow_schema,
     dead_letter_id,
     lake_relative,
-    route_pages,
+    stage_pages,
+    table_spark_schema,
 )
 from placsp_provider.spark.tables import ensure_tables
 
@@ -45,6 +48,7 @@ log = logging.getLogger(__name__)
 # Page-level parse failures that stand for the whole file (nothing of it can be trusted).
 _WHOLE_FILE_PARSE_ERRORS = frozenset({"dtd_refused", "not_a_feed"})
 _COUNT_MISMATCH = "count_mismatch"
+_SOURCE_COLUMN = {"dead_letters": "source_file"}  # the Silver tables' is `_source_file`
 
 
 @dataclass(frozen=True)
@@ -133,38 +137,38 @@ def run_ingest(spark: SparkSession, request: IngestRequest) -> dict[str, Any]:
     try:
         merge_metrics = write_routed(spark, lake, ds.key, routed, request.run_id, started)
     finally:
-        routed.unpersist()
+        routed.release()
     _fill_summary(summary, routed.tallies, routed.quarantined, routed.dead_letter_counts, merge_metrics)
     return finish(summary, lake)
 
 
 @dataclass
 class RoutedFiles:
-    """Bronze files parsed, routed and reconciled, before anything is written."""
+    """Bronze files parsed, routed and reconciled, before anything is written. Their rows are staged
+    as Parquet in a folder of the run, removed by `release` (or by the next run, if this one dies)."""
 
     rows: dict[str, DataFrame]  # Silver rows by table, from files that add up
     dead_letters: DataFrame  # every dead letter to insert, lifecycle columns included
     tallies: dict[str, FileTally]
     quarantined: dict[str, str]  # file -> reason
-    _persisted: list[DataFrame] = field(default_factory=list)
+    _staging: contextlib.ExitStack = field(default_factory=contextlib.ExitStack)
     # The same frames counted from the tallies (no Spark job): rows by table, dead letters by
     # (stage, error_type).
     sizes: dict[str, int] = field(default_factory=dict)
     dead_letter_counts: Counter[tuple[str, str]] = field(default_factory=Counter)
     repeated_versions: int = 0  # in the files that add up: see `merge_silver`
 
-    def unpersist(self) -> None:
-        for df in self._persisted:
-            df.unpersist()
+    def release(self) -> None:
+        """Remove the staged rows: call when the frames above will not be read again."""
+        self._staging.close()
 
 
 def route_files(
     spark: SparkSession, ds: Dataset, lake: Path, pages: list[LandedPage], run_id: str, started: datetime
 ) -> RoutedFiles:
     """Parse and route the pages on Spark, tally each file against its manifest counts, and decide
-    which files are quarantined whole. Writes nothing."""
-    from pyspark import StorageLevel
-    from pyspark.sql import functions as F
+    which files are quarantined whole. Writes nothing to the tables; the rows wait in the run's
+    staging folder until `RoutedFiles.release`."""
 
     missing = [p.file for p in pages if not (lake / p.file).is_file()]
     if missing:
@@ -172,40 +176,68 @@ def route_files(
         reason = "a manifest names this page but it is not in Bronze; run the extraction of its interval again"
         raise BronzePageError(ds.key, missing[0] + more, reason, stage="ingest")
     files = [str(lake / p.file) for p in pages]
-    # Tasks sized so the cores finish together; the split holds for the persisted frame's lifetime.
-    with page_task_split(spark, files) as plan:
-        if plan is not None:
-            log.info("dataset %s: %s", ds.key, plan.describe())
-        routed = None
-        try:  # Spark's listing, then the first action: where a page removed since the check surfaces
-            routed = route_pages(spark, ds, str(lake), files).persist(StorageLevel.MEMORY_AND_DISK)
-            tallies = _tally(routed, pages, lake)
-        except Exception as err:
-            if routed is not None:
-                routed.unpersist()
-            bronze = _page_gone_error(err, ds.key, lake)
-            if bronze is None:
-                raise
-            raise bronze from err
+    staging = contextlib.ExitStack()
+    try:
+        folder = staging.enter_context(run_folder(staging_dir(lake, ds.key)))
+        # Tasks sized so the cores finish together.
+        with page_task_split(spark, files) as plan:
+            if plan is not None:
+                log.info("dataset %s: %s", ds.key, plan.describe())
+            try:  # Spark's listing, then the first action: where a page removed since the check surfaces
+                tallies = _tally(stage_pages(spark, ds, str(lake), files, str(folder)).collect(), pages, lake)
+            except Exception as err:
+                bronze = _page_gone_error(err, ds.key, lake)
+                if bronze is None:
+                    raise
+                raise bronze from err
+        return _staged_rows(spark, ds.key, folder, tallies, run_id, started, staging)
+    except BaseException:
+        staging.close()
+        raise
+
+
+def _staged_rows(
+    spark: SparkSession,
+    dataset: str,
+    folder: Path,
+    tallies: dict[str, FileTally],
+    run_id: str,
+    started: datetime,
+    staging: contextlib.ExitStack,
+) -> RoutedFiles:
+    """The staged rows as frames, without the quarantined files' (but their page-level dead letters)."""
+    from pyspark.sql import functions as F
+
     quarantined = {f: r for f, t in tallies.items() if (r := t.quarantine_reason())}
-    keep = routed.where(~F.col("source_file").isin(list(quarantined))) if quarantined else routed
-    rows = {t: keep.where(F.col("kind") == t).select(f"{t}.*") for t in SILVER_TABLES}
-    dead = keep.where(F.col("kind") == "dead_letters").select("dead_letters.*")
+    staged = {t: sum(tally.rows[t] for tally in tallies.values()) for t in SILVER_TABLES}
+    staged["dead_letters"] = sum(sum(tally.dead_letters.values()) for tally in tallies.values())
+
+    def read(table: str) -> DataFrame:
+        schema = table_spark_schema(table)
+        if not staged[table]:  # no file was staged: there is no folder to read
+            return spark.createDataFrame([], schema)
+        return spark.read.schema(schema).parquet(str(folder / table))
+
+    out = {t: read(t) for t in (*SILVER_TABLES, "dead_letters")}
+    if quarantined:
+        files = list(quarantined)
+        kept = {t: df.where(~F.col(_SOURCE_COLUMN.get(t, "_source_file")).isin(files)) for t, df in out.items()}
+    else:
+        kept = out
     # A file quarantined by a page-level parse failure keeps that dead letter: it is the record of it.
-    page_level = routed.where(
-        (F.col("kind") == "dead_letters")
-        & F.col("source_file").isin(list(quarantined))
-        & F.col("dead_letters.error_type").isin(list(_WHOLE_FILE_PARSE_ERRORS))
-    ).select("dead_letters.*")
-    reconciliation_letters = _reconciliation_dead_letters(spark, ds.key, tallies, quarantined)
+    page_level = out["dead_letters"].where(
+        F.col("source_file").isin(list(quarantined)) & F.col("error_type").isin(list(_WHOLE_FILE_PARSE_ERRORS))
+    )
+    reconciliation_letters = _reconciliation_dead_letters(spark, dataset, tallies, quarantined)
     all_dead = (
-        dead.unionByName(page_level)
+        kept["dead_letters"]
+        .unionByName(page_level)
         .unionByName(reconciliation_letters)
         .withColumns(new_dead_letter_lifecycle(run_id, started))
-        .persist(StorageLevel.MEMORY_AND_DISK)
     )
     sizes = {t: sum(tally.rows[t] for f, tally in tallies.items() if f not in quarantined) for t in SILVER_TABLES}
-    # What `all_dead` holds, counted as it was built: `dead`, `page_level`, `reconciliation_letters`.
+    # What `all_dead` holds, counted as it was built: the kept files' dead letters, `page_level`,
+    # `reconciliation_letters`.
     dead_counts: Counter[tuple[str, str]] = Counter()
     for f, tally in tallies.items():
         for (stage, error_type), n in tally.dead_letters.items():
@@ -214,7 +246,8 @@ def route_files(
     dead_counts[STAGE_RECONCILIATION, _COUNT_MISMATCH] += len(_reconciliation_letter_files(quarantined))
     sizes["dead_letters"] = sum(dead_counts.values())
     repeated = sum(t.repeated_versions for f, t in tallies.items() if f not in quarantined)
-    return RoutedFiles(rows, all_dead, tallies, quarantined, [routed, all_dead], sizes, +dead_counts, repeated)
+    rows = {t: kept[t] for t in SILVER_TABLES}
+    return RoutedFiles(rows, all_dead, tallies, quarantined, staging, sizes, +dead_counts, repeated)
 
 
 def new_dead_letter_lifecycle(run_id: str, started: datetime) -> dict[str, Any]:
@@ -273,21 +306,9 @@ def write_routed(
     return retry_on_conflict(write, what=f"dataset {dataset}: Silver write of run {run_id}")
 
 
-def _tally(routed: DataFrame, pages: list[LandedPage], lake: Path) -> dict[str, FileTally]:
-    from pyspark.sql import functions as F
-
+def _tally(by_file: list[Any], pages: list[LandedPage], lake: Path) -> dict[str, FileTally]:
+    """Each file's tally (`routing.TALLY` rows, as the workers counted the rows they staged)."""
     tallies = {p.file: FileTally(p) for p in pages}
-    by_file = (
-        routed.groupBy(
-            "source_file",
-            "kind",
-            F.col("dead_letters.record_kind").alias("record_kind"),
-            F.col("dead_letters.stage").alias("stage"),
-            F.col("dead_letters.error_type").alias("error_type"),
-        )
-        .agg(F.count("*").alias("count"), F.sum("file_stats.repeated_versions").alias("repeated_versions"))
-        .collect()
-    )
     for row in by_file:
         source = row["source_file"]
         tally = tallies.get(source)
