@@ -30,7 +30,8 @@ class UntrustedUrlError(FeedError):
 
 
 class BronzePageError(PlacspError):
-    """A landed Bronze page could not be read back for parsing (removed, unreadable, not a POSIX path)."""
+    """A landed Bronze page could not be read back for parsing (removed, unreadable, not a POSIX path),
+    or its parsed rows could not be staged for the Silver write."""
 
     def __init__(self, dataset: str, file: str, reason: str, *, stage: str = "parse") -> None:
         self.dataset = dataset

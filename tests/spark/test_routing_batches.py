@@ -153,3 +153,23 @@ def test_a_lake_that_is_not_a_posix_path_is_refused(tmp_path: Path) -> None:
 
     with pytest.raises(BronzePageError, match="the lake must be a POSIX path"):
         _run_stager(["s3a://bucket/lake/bronze/agregadas/pages/p.atom"], tmp_path)
+
+
+def test_rows_that_cannot_be_staged_are_a_clear_error_naming_the_page(tmp_path: Path) -> None:
+    """An executor that cannot write under the lake's staging folder (a read-only mount, a full disk;
+    staged here by a file standing where the table's folder must go): the provider's error, naming
+    the dataset, the page, the stage and what to fix."""
+    from placsp_provider.errors import BronzePageError
+
+    (tmp_path / "entries").write_text("not a folder")
+    with pytest.raises(BronzePageError) as raised:
+        stage_page(
+            PAGE_2022.read_bytes(), dataset=get_dataset("agregadas"), source_file="p.atom", staging=str(tmp_path)
+        )
+    message = str(raised.value)
+    assert message.startswith(
+        f"dataset agregadas: p.atom: stage staging: cannot stage the page's parsed rows in {tmp_path}/entries ("
+    ), message
+    assert "every Spark executor must be able to write under the lake's _staging folder" in message
+    # The run fails, and its folder goes with it; until then no file is half-written.
+    assert not [p for p in tmp_path.rglob(".*")], list(tmp_path.rglob("*"))

@@ -11,6 +11,7 @@ a `kind` column and one struct column per table, only the struct of its own kind
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import os
@@ -216,17 +217,7 @@ def stage_page(
                 counts[table, None, None, None] += batch.num_rows
             batches.setdefault(table, []).append(batch)
     for table, parts in batches.items():
-        final = staged_file(staging, table, source_file)
-        os.makedirs(os.path.dirname(final), exist_ok=True)
-        # Spark skips names that start with a dot: a half-written file is never read.
-        tmp = f"{os.path.dirname(final)}/.{uuid.uuid4().hex}.tmp"
-        try:
-            pq.write_table(pa.Table.from_batches(parts), tmp, row_group_size=1 << 30)
-            os.replace(tmp, final)
-        except BaseException:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-            raise
+        _write_staged(pa.Table.from_batches(parts), staged_file(staging, table, source_file), dataset, source_file)
     rows = [
         {"kind": kind, "record_kind": rk, "stage": st, "error_type": et, "count": n, "repeated_versions": 0}
         for (kind, rk, st, et), n in counts.items()
@@ -236,6 +227,25 @@ def stage_page(
         | {"repeated_versions": repeated}
     )
     return pa.RecordBatch.from_pylist([{"source_file": source_file, **r} for r in rows], schema=TALLY)
+
+
+def _write_staged(rows: pa.Table, final: str, dataset: Dataset, source_file: str) -> None:
+    """`rows` as the Parquet file `final`, whole or not at all (a full disk leaves no half file)."""
+    folder = os.path.dirname(final)
+    # Spark skips names that start with a dot: a half-written file is never read.
+    tmp = f"{folder}/.{uuid.uuid4().hex}.tmp"
+    try:
+        os.makedirs(folder, exist_ok=True)
+        pq.write_table(rows, tmp, row_group_size=max(1, rows.num_rows))
+        os.replace(tmp, final)
+    except OSError as err:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        reason = (
+            f"cannot stage the page's parsed rows in {folder} ({err.strerror or err}); every Spark executor "
+            "must be able to write under the lake's _staging folder (and the disk must have room)"
+        )
+        raise BronzePageError(dataset.key, source_file, reason, stage="staging") from err
 
 
 def make_stager(
