@@ -195,9 +195,8 @@ def stage_page(
     """One page parsed; its rows written to the staging folder (one Parquet file per table, each in
     place whole or not at all); returns the page's tally (TALLY). Pure Python.
 
-    A page's rows go into one Parquet row group per table: the MERGEs read every staged file, and
-    a row group per `records_per_batch` records cost them ~1 s per
-    10 pages (docs/benchmarks.md, speed log).
+    A page's rows go into one Parquet row group per table: the MERGEs read every staged file, and a
+    row group per `records_per_batch` records cost them ~1 s per 10 pages (docs/benchmarks.md).
     """
     counts: Counter[tuple[str, str | None, str | None, str | None]] = Counter()
     batches: dict[str, list[pa.RecordBatch]] = {}
@@ -222,10 +221,8 @@ def stage_page(
         {"kind": kind, "record_kind": rk, "stage": st, "error_type": et, "count": n, "repeated_versions": 0}
         for (kind, rk, st, et), n in counts.items()
     ]
-    rows.append(
-        {"kind": "file_stats", "record_kind": None, "stage": None, "error_type": None, "count": 1}
-        | {"repeated_versions": repeated}
-    )
+    page = {"kind": "file_stats", "record_kind": None, "stage": None, "error_type": None, "count": 1}
+    rows.append({**page, "repeated_versions": repeated})
     return pa.RecordBatch.from_pylist([{"source_file": source_file, **r} for r in rows], schema=TALLY)
 
 
