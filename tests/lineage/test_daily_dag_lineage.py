@@ -108,6 +108,12 @@ def test_silver_reads_what_extraction_wrote_and_writes_the_tables_spark_names(da
     # Spark's own events name the very same datasets
     spark_outputs = {(o["namespace"], o["name"]) for e in daily.run.files.spark_events() for o in e.get("outputs", [])}
     assert spark_outputs == set(_names(silver["outputs"]))
+    # The MERGEs read the rows the tasks staged in a folder of the run: named without the run's folder,
+    # so every run's lineage shares one dataset per staged table instead of adding new ones.
+    spark_inputs = {i["name"] for e in daily.run.files.spark_events() for i in e.get("inputs", [])}
+    staged = {name for name in spark_inputs if "/_staging/" in name}
+    staging = str(daily.lake / "_staging" / "licitaciones")
+    assert staged and staged <= {f"{staging}/{t}" for t in ("entries", "lots", "documents", "results", "tombstones")}
     for output in silver["outputs"]:
         table = Path(output["name"]).name
         fields = [f["name"] for f in output["facets"]["schema"]["fields"]]

@@ -7,6 +7,8 @@
 - `spark.openlineage.namespace`: Airflow's OpenLineage namespace, so Spark's jobs sit next to the tasks;
 - `spark.openlineage.appName` when given: the Spark job's name (`placsp_silver_<dataset>`);
 - `spark.openlineage.facets.dataSource.disabled`: that facet is invalid for local paths (below);
+- `spark.openlineage.dataset.removePath.pattern`: the run's folder taken out of the staged rows'
+  dataset names (`_staging/<dataset>/<run folder>/<table>` -> `_staging/<dataset>/<table>`);
 - parent job information from the OpenLineage provider's own
   `inject_parent_job_information_into_spark_properties`: `parentJobNamespace/parentJobName/parentRunId`
   name the Airflow task run, `rootParent*` its DAG run. Spark's application event gets a `parent`
@@ -71,6 +73,10 @@ def with_spark_lineage(
     return merged
 
 
+# What the listener removes from a dataset name (the named group `remove`, found anywhere in it).
+STAGING_RUN_FOLDER = r"/_staging/[^/]+(?<remove>/[0-9a-f]{32})(?=/)"
+
+
 def spark_listener_conf(
     context: Context, *, app_name: str | None = None, has_transport: bool = False
 ) -> dict[str, str]:
@@ -93,6 +99,10 @@ def spark_listener_conf(
         # The listener's `dataSource` facet for a local path says `"uri": "file"`, which is not a URI:
         # the event then fails the spec's schema. The namespace already says `file`; drop the facet.
         f"{_PREFIX}facets.dataSource.disabled": "true",
+        # The ingest's MERGEs read the rows its tasks staged, in a folder per run
+        # (`_staging/<dataset>/<32 hex>/<table>`): without the run's folder each run would add new
+        # datasets to the lineage graph; named `_staging/<dataset>/<table>`, they are one per table.
+        f"{_PREFIX}dataset.removePath.pattern": STAGING_RUN_FOLDER,
     }
     if app_name:
         props[f"{_PREFIX}appName"] = app_name
