@@ -386,16 +386,16 @@ def _sql_literal(text: str) -> str:
     return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
-def test_the_replays_arrow_batch_setting_is_four_inside_and_put_back_after(spark) -> None:
+def test_the_replays_arrow_batch_setting_holds_inside_and_is_put_back_after(spark) -> None:
     # The session sends ingest one page per batch; a replay's records are small, so its parse runs
-    # inside this setting (4), which leaves the session as it found it (an ingest may follow in the same
+    # inside its own setting, which leaves the session as it found it (an ingest may follow in the same
     # session). What the replay writes is checked by the other tests here, whatever the batch size.
     from placsp_provider.spark import replay_job
 
     key = "spark.sql.execution.arrow.maxRecordsPerBatch"
     before = spark.conf.get(key, None)
     with replay_job._arrow_records_per_batch(spark, replay_job.REPLAY_RECORDS_PER_BATCH):
-        assert spark.conf.get(key) == "4"
+        assert spark.conf.get(key) == str(replay_job.REPLAY_RECORDS_PER_BATCH)
     assert spark.conf.get(key, None) == before
     spark.conf.set(key, "7")
     with replay_job._arrow_records_per_batch(spark, 4):

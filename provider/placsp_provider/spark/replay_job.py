@@ -23,6 +23,7 @@ with. A run that dies between the Silver MERGE and the status update is simply r
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import sys
@@ -33,22 +34,23 @@ from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from placsp_provider.bronze.landing import run_folder
 from placsp_provider.datasets import Dataset, get_dataset
 from placsp_provider.dead_letters import lifecycle
 from placsp_provider.dead_letters.lifecycle import QUARANTINED, REPLAYABLE, REPLAYED
 from placsp_provider.errors import ConfigError
-from placsp_provider.lake import SILVER_TABLES, replay_summary_path, table_path
+from placsp_provider.lake import SILVER_TABLES, replay_summary_path, staging_dir, table_path
 from placsp_provider.settings import REPLAY_MAX_ATTEMPTS, REPLAY_MAX_RECORDS
+from placsp_provider.spark.routing import RECORD_KINDS, REPLAY_INPUT_COLUMNS
 from placsp_provider.spark.session import session_conf
 from placsp_provider.spark.silver_job import IngestRequest, pages_to_ingest, route_files, write_routed
 from placsp_provider.spark.tables import ensure_tables
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import DataFrame, Row, SparkSession
 
 log = logging.getLogger(__name__)
 
-RECORD_KINDS = ("entry", "tombstone")
 RECOVERED, STILL_FAILING, ABANDONED = "recovered", "still_failing", "abandoned"
 
 
@@ -138,7 +140,11 @@ class _Counts:
 
 
 def select(spark: SparkSession, request: ReplayRequest) -> DataFrame:
-    """The dead letters this replay owns, frozen (the table changes under it as the replay writes)."""
+    """The dead letters this replay owns (REPLAY_INPUT_COLUMNS), oldest first, at most `max_records`.
+
+    Read once, by the one Spark job that re-parses them (`_reparse`): what that job returns is the
+    selection, frozen, whatever the table becomes as the replay writes.
+    """
     from pyspark.sql import functions as F
 
     dataset = get_dataset(request.dataset).key
@@ -155,8 +161,8 @@ def select(spark: SparkSession, request: ReplayRequest) -> DataFrame:
         cond &= F.col("processing_timestamp") < F.lit(end)
     if request.dead_letter_ids:
         cond &= F.col("dead_letter_id").isin(list(request.dead_letter_ids))
-    chosen = dl.where(cond).orderBy("processing_timestamp", "dead_letter_id").limit(request.max_records)
-    return chosen.localCheckpoint(eager=True)
+    oldest_first = dl.where(cond).orderBy("processing_timestamp", "dead_letter_id")
+    return oldest_first.limit(request.max_records).select(*REPLAY_INPUT_COLUMNS)
 
 
 def run_replay(spark: SparkSession, request: ReplayRequest) -> dict[str, Any]:
@@ -165,34 +171,24 @@ def run_replay(spark: SparkSession, request: ReplayRequest) -> dict[str, Any]:
     lake = request.lake.resolve()
     started = datetime.now(UTC).replace(microsecond=0)
     ensure_tables(spark, lake)
-    chosen = select(spark, request)
-    selected = [
-        Selected(
-            r["dead_letter_id"],
-            r["stage"],
-            r["error_type"],
-            r["record_kind"],
-            r["source_file"],
-            r["entry_id"],
-            r["status"],
-            r["attempts"],
-        )
-        for r in chosen.select(*Selected.__dataclass_fields__).collect()
-    ]
-    log.info(
-        "dataset %s: replay %s selected %d dead letter(s) (%s)%s",
-        ds.key,
-        request.run_id,
-        len(selected),
-        ", ".join(f"{k}={v}" for k, v in Counter(s.error_type for s in selected).most_common()) or "none",
-        " [dry run: nothing will be written]" if request.dry_run else "",
-    )
-    outcomes = {s.dead_letter_id: Outcome(s) for s in selected}
-    records = [s for s in selected if s.record_kind in RECORD_KINDS]
-    whole_files = [s for s in selected if s.record_kind not in RECORD_KINDS]
     silver: dict[str, Any] = {}
-    if records:
-        silver["records"] = _replay_records(spark, ds, lake, request, chosen, outcomes, started)
+    with contextlib.ExitStack() as staging:  # the re-parsed rows wait here until their MERGE
+        folder = None if request.dry_run else staging.enter_context(run_folder(staging_dir(lake, ds.key)))
+        reparsed = _reparse(spark, ds, request, folder)
+        selected = [Selected(**{c: r[c] for c in Selected.__dataclass_fields__}) for r in reparsed]
+        log.info(
+            "dataset %s: replay %s selected %d dead letter(s) (%s)%s",
+            ds.key,
+            request.run_id,
+            len(selected),
+            ", ".join(f"{k}={v}" for k, v in Counter(s.error_type for s in selected).most_common()) or "none",
+            " [dry run: nothing will be written]" if request.dry_run else "",
+        )
+        outcomes = {s.dead_letter_id: Outcome(s) for s in selected}
+        _record_outcomes(ds, request, reparsed, outcomes)
+        if folder is not None and any(r["rows"] for r in reparsed):
+            silver["records"] = _merge_records(spark, ds, lake, request, folder, reparsed, started)
+    whole_files = [s for s in selected if s.record_kind not in RECORD_KINDS]
     reprocessed: list[str] = []
     if whole_files:
         reprocessed, silver["files"] = _replay_files(spark, ds, lake, request, whole_files, outcomes, started)
@@ -206,90 +202,92 @@ def run_replay(spark: SparkSession, request: ReplayRequest) -> dict[str, Any]:
     return summary
 
 
-def _replay_records(
-    spark: SparkSession,
-    ds: Dataset,
-    lake: Path,
-    request: ReplayRequest,
-    chosen: DataFrame,
-    outcomes: dict[str, Outcome],
-    started: datetime,
-) -> dict[str, Any]:
-    from pyspark import StorageLevel
-    from pyspark.sql import functions as F
-
-    from placsp_provider.spark.routing import (
-        REPLAY_INPUT_COLUMNS,
-        REPLAYED_ID,
-        make_replayer,
-        replay_routed_spark_schema,
-    )
-    from placsp_provider.spark.silver_merge import merge_silver, retry_on_conflict
-
-    # The frozen selection is one partition (it went through a LIMIT): spread it over the cores.
-    source = (
-        chosen.where(F.col("record_kind").isin(list(RECORD_KINDS)))
-        .select(*REPLAY_INPUT_COLUMNS)
-        .repartition(max(1, spark.sparkContext.defaultParallelism))
-    )
-    # Checkpointed, not just persisted: some MERGE plans (the tombstone apply) re-ran the whole re-parse
-    # from a persisted frame (measured, docs/benchmarks.md). A lost executor fails the replay, which is
-    # then simply run again.
-    with _arrow_records_per_batch(spark, REPLAY_RECORDS_PER_BATCH):  # eager: runs inside the block
-        routed = source.mapInArrow(make_replayer(ds), replay_routed_spark_schema()).localCheckpoint(
-            eager=True, storageLevel=StorageLevel.MEMORY_AND_DISK
-        )
-    try:
-        produced: Counter[str] = Counter()
-        kinds: Counter[str] = Counter()
-        for row in (
-            routed.where(F.col("kind").isin("entries", "tombstones", "dead_letters"))
-            .select(REPLAYED_ID, "kind", "dead_letters.error_type", "dead_letters.error_message")
-            .collect()
-        ):
-            origin = row[REPLAYED_ID]
-            produced[origin] += 1
-            kinds[row["kind"]] += 1
-            outcome = outcomes[origin]
-            if row["kind"] == "dead_letters":
-                outcome.result, outcome.error_type, outcome.error_message = (
-                    STILL_FAILING,
-                    row["error_type"],
-                    row["error_message"],
-                )
-            else:
-                outcome.result = RECOVERED
-        wrong = [o for o, n in produced.items() if n != 1]
-        missing = [o.selected.dead_letter_id for o in outcomes.values() if o.selected.record_kind in RECORD_KINDS]
-        missing = [m for m in missing if m not in produced]
-        if wrong or missing:  # the parser's one-record-one-outcome rule broke: a bug, never silent
-            raise RuntimeError(
-                f"dataset {ds.key}: replay {request.run_id}: re-parsing must give each dead letter exactly one "
-                f"outcome; {len(wrong)} gave several, {len(missing)} gave none (e.g. {(wrong + missing)[:3]})"
-            )
-        if request.dry_run:
-            return {}
-        rows = {t: routed.where(F.col("kind") == t).select(f"{t}.*") for t in SILVER_TABLES}
-        # Entries and tombstones were just counted: a MERGE with nothing to write is not run.
-        sizes = {t: kinds[t] for t in ("entries", "tombstones")}
-        return retry_on_conflict(
-            lambda: merge_silver(spark, lake, ds.key, rows, request.run_id, started, sizes),
-            what=f"dataset {ds.key}: replay {request.run_id}: Silver MERGE",
-        )
-    finally:
-        routed.unpersist()
-
-
-# Dead letters per Arrow batch to the replay's Python workers. The session sends ingest one page per
-# batch (a page is tens of MB); a dead letter is one record, so the replay keeps the 4 per batch it
-# was measured with (docs/benchmarks.md, replay vs ingest).
-REPLAY_RECORDS_PER_BATCH = 4
+# Dead letters per Arrow batch to the replay's Python workers (the session sends the ingest one page
+# per batch). Each batch's rows go into the staged files as one Parquet row group.
+REPLAY_RECORDS_PER_BATCH = 200
 _ARROW_BATCH = "spark.sql.execution.arrow.maxRecordsPerBatch"
 
 
 def _arrow_records_per_batch(spark: SparkSession, records: int) -> AbstractContextManager[None]:
     """The session's Arrow batch size set to `records` for what runs inside, then put back."""
     return session_conf(spark, _ARROW_BATCH, str(records))
+
+
+def _reparse(spark: SparkSession, ds: Dataset, request: ReplayRequest, folder: Path | None) -> list[Row]:
+    """One Spark job: the selection read, its record-level dead letters re-parsed on the workers, their
+    rows staged under `folder` (None: a dry run, nothing staged); one outcome per selected dead letter
+    (routing.REPLAY_OUTCOME)."""
+    from placsp_provider.spark.routing import make_replay_stager, replay_outcome_spark_schema
+
+    # The selection comes out of its LIMIT as one partition: spread over the cores.
+    chosen = select(spark, request).repartition(max(1, spark.sparkContext.defaultParallelism))
+    stager = make_replay_stager(ds, None if folder is None else str(folder))
+    with _arrow_records_per_batch(spark, REPLAY_RECORDS_PER_BATCH):  # the job runs inside
+        return chosen.mapInArrow(stager, replay_outcome_spark_schema()).collect()
+
+
+def _record_outcomes(ds: Dataset, request: ReplayRequest, reparsed: list[Row], outcomes: dict[str, Outcome]) -> None:
+    """What became of each re-parsed dead letter, on its outcome; the parser's one-record-one-outcome
+    rule checked (a broken rule is a bug, never silent)."""
+    wrong = [r["dead_letter_id"] for r in reparsed if r["record_kind"] in RECORD_KINDS and r["became"] not in _BECAME]
+    if wrong or len(outcomes) != len(reparsed):
+        raise RuntimeError(
+            f"dataset {ds.key}: replay {request.run_id}: re-parsing must give each dead letter exactly one "
+            f"outcome; {len(wrong)} gave none or several (e.g. {wrong[:3]}), "
+            f"{len(reparsed) - len(outcomes)} were selected twice"
+        )
+    for r in reparsed:
+        outcome = outcomes[r["dead_letter_id"]]
+        if r["became"] == "dead_letters":
+            outcome.result, outcome.error_type, outcome.error_message = (
+                STILL_FAILING,
+                r["new_error_type"],
+                r["new_error_message"],
+            )
+        elif r["became"] in _BECAME:
+            outcome.result = RECOVERED
+
+
+_BECAME = ("entries", "tombstones", "dead_letters")
+
+
+def _merge_records(
+    spark: SparkSession,
+    ds: Dataset,
+    lake: Path,
+    request: ReplayRequest,
+    folder: Path,
+    reparsed: list[Row],
+    started: datetime,
+) -> dict[str, Any]:
+    """The recovered records' staged rows MERGEd into Silver, as the ingest MERGEs a page's."""
+    from placsp_provider.spark.routing import staged_file_of, table_spark_schema
+    from placsp_provider.spark.silver_merge import merge_silver, retry_on_conflict
+
+    sizes: Counter[str] = Counter()
+    files: dict[str, set[str]] = defaultdict(set)
+    for r in reparsed:
+        for table, n in (r["rows"] or {}).items():
+            sizes[table] += n
+            files[table].add(staged_file_of(str(folder), table, r["staged_key"]))
+
+    def staged(table: str) -> DataFrame:
+        schema = table_spark_schema(table)
+        if not files[table]:
+            return spark.createDataFrame([], schema)
+        return spark.read.schema(schema).parquet(*sorted(files[table]))
+
+    rows = {t: staged(t) for t in SILVER_TABLES}
+    # Two recovered records of one entry version (one page held it twice) bring its children twice:
+    # only then does the MERGE need Spark's dedup (see `merge_silver`).
+    versions = Counter(r["entry_version"] for r in reparsed if r["entry_version"])
+    repeated = sum(n - 1 for n in versions.values())
+    return retry_on_conflict(
+        lambda: merge_silver(
+            spark, lake, ds.key, rows, request.run_id, started, {t: sizes[t] for t in SILVER_TABLES}, repeated
+        ),
+        what=f"dataset {ds.key}: replay {request.run_id}: Silver MERGE",
+    )
 
 
 def _replay_files(

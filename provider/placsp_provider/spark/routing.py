@@ -5,14 +5,13 @@ Each Python worker reads its pages from the lake and runs the plain `parse_page`
 entry, or a page that is not well-formed as a whole, costs only itself and every failure carries
 lxml's exact message. The driver reads the staged rows of each table back as a Parquet frame.
 
-The replay routes a few dead letters instead, through Spark itself: one wide Arrow batch per table,
-a `kind` column and one struct column per table, only the struct of its own kind filled.
+The replay stages the rows of the dead letters it re-parses the same way, and gets back one outcome
+per dead letter instead of a page's tally.
 """
 
 from __future__ import annotations
 
 import contextlib
-import functools
 import hashlib
 import os
 import uuid
@@ -55,42 +54,10 @@ def dead_letter_arrow_schema() -> pa.Schema:
     return SCHEMAS["dead_letters"].append(pa.field("dead_letter_id", pa.string(), nullable=False))
 
 
-@functools.cache
-def _struct_types() -> dict[str, pa.StructType]:  # cached: built for every batch otherwise; callers only read it
-    types = {t: pa.struct(list(SCHEMAS[t])) for t in TABLES if t != DEAD_LETTER_TABLE}
-    types["dead_letters"] = pa.struct(list(dead_letter_arrow_schema()))
-    return types
-
-
-@functools.cache
-def routed_schema() -> pa.Schema:
-    fields = [pa.field("kind", pa.string(), nullable=False), pa.field("source_file", pa.string(), nullable=False)]
-    fields += [pa.field(name, type_, nullable=True) for name, type_ in _struct_types().items()]
-    return pa.schema(fields)
-
-
-def routed_spark_schema() -> StructType:
-    from pyspark.sql.pandas.types import from_arrow_schema
-
-    return from_arrow_schema(routed_schema(), prefer_timestamp_ntz=False)
-
-
 # Records parsed and turned into Arrow at a time. A whole page (500 entries, ~10,000 rows) held as
 # Python dicts was the peak of a worker's memory (~300 MB; docs/benchmarks.md, speed log): its Arrow
 # batches are a fraction of that.
 RECORDS_PER_BATCH = 50
-
-
-def _table_batches(result: PageParseResult, source_file: str | None) -> list[pa.RecordBatch]:
-    """One wide batch per non-empty table; `source_file` None: each row's own (replayed records)."""
-    out: list[pa.RecordBatch] = []
-    for table, batch in table_batches(result):
-        if source_file is not None:
-            files: str | list[str] = source_file
-        else:
-            files = batch.column("source_file" if table == DEAD_LETTER_TABLE else "_source_file").to_pylist()
-        out.append(_widen(table, batch, files))
-    return out
 
 
 def table_batches(result: PageParseResult) -> Iterator[tuple[str, pa.RecordBatch]]:
@@ -112,19 +79,6 @@ def table_batches(result: PageParseResult) -> Iterator[tuple[str, pa.RecordBatch
             yield table, pa.RecordBatch.from_pylist(rows, schema=dead_letter_arrow_schema())
         else:
             yield table, record_batch(table, rows)
-
-
-def _widen(kind: str, batch: pa.RecordBatch, source_file: str | list[str]) -> pa.RecordBatch:
-    schema = routed_schema()
-    n = batch.num_rows
-    files = [source_file] * n if isinstance(source_file, str) else source_file
-    columns: list[pa.Array] = [pa.array([kind] * n, pa.string()), pa.array(files, pa.string())]
-    for name, type_ in _struct_types().items():
-        if name == kind:
-            columns.append(pa.StructArray.from_arrays(batch.columns, fields=list(batch.schema)))
-        else:
-            columns.append(pa.nulls(n, type_))
-    return pa.RecordBatch.from_arrays(columns, schema=schema)
 
 
 def lake_relative(spark_path: str, lake: str) -> str:
@@ -282,66 +236,141 @@ def table_spark_schema(table: str) -> StructType:
     return from_arrow_schema(arrow, prefer_timestamp_ntz=False)
 
 
-# -- replay ------------------------------------------------------------------------------------------
-# A replayed dead letter goes through the same parse as a page's record; its output rows carry the
-# id of the dead letter they came from, so the job knows what became of each one.
-REPLAYED_ID = "replayed_dead_letter_id"
-REPLAY_INPUT_COLUMNS = (
-    "dead_letter_id",
-    "source_file",
-    "record_kind",
-    "raw_record",
-    "namespace_context",
-    "record_offset",
+# -- replay: selected dead letters -> rows staged as Parquet, one outcome per dead letter back -------
+# The replay's parse is the ingest's (`parse_dead_letter`), and its rows are staged the same way: a
+# worker writes them as Parquet and sends back only what became of each dead letter. Routing the
+# rows through Spark and checkpointing them cost the replay ~1 s per 1,900 records against an ingest
+# of the same records (docs/benchmarks.md, replay section).
+RECORD_KINDS = ("entry", "tombstone")  # what the replay re-parses; any other record kind stands for a file
+SELECTED_COLUMNS = ("dead_letter_id", "stage", "error_type", "record_kind", "source_file", "entry_id", "status")
+REPLAY_INPUT_COLUMNS = (*SELECTED_COLUMNS, "attempts", "raw_record", "namespace_context", "record_offset")
+REPLAY_OUTCOME = pa.schema(
+    [
+        *(pa.field(c, pa.string(), nullable=c in ("entry_id",)) for c in SELECTED_COLUMNS),
+        pa.field("attempts", pa.int32(), nullable=False),
+        # entries, tombstones or dead_letters (it failed again); null: a file-level dead letter, which
+        # is not re-parsed here but reprocessed with its Bronze file.
+        pa.field("became", pa.string()),
+        pa.field("new_error_type", pa.string()),
+        pa.field("new_error_message", pa.string()),
+        pa.field("entry_version", pa.string()),  # a recovered entry's id and `updated`: repeats need a dedup
+        pa.field("staged_key", pa.string()),  # the name of its task's staged files; null: nothing staged
+        pa.field("rows", pa.map_(pa.string(), pa.int64())),  # rows staged per Silver table
+    ]
 )
 
 
-def replay_routed_schema() -> pa.Schema:
-    return routed_schema().append(pa.field(REPLAYED_ID, pa.string(), nullable=False))
+class _TaskStage:
+    """The Parquet files one Spark task stages, one per table, opened when the table first has rows.
 
-
-def replay_routed_spark_schema() -> StructType:
-    from pyspark.sql.pandas.types import from_arrow_schema
-
-    return from_arrow_schema(replay_routed_schema(), prefer_timestamp_ntz=False)
-
-
-def route_dead_letters(dead_letters: list[dict[str, Any]], *, dataset: Dataset) -> list[pa.RecordBatch]:
-    """Record-level dead letters (entries or tombstones) -> wide batches, each row tagged with the id
-    of the dead letter it came from. Pure Python.
-
-    Exactly one entry or tombstone row, or exactly one (new) dead letter, comes out of each. The
-    rows of all of them are gathered first: one Arrow batch per table, not one per record.
+    Named after the task attempt (a uuid), not the records: only files named by the outcomes Spark
+    returns, those of attempts that succeeded, are read; a failed attempt's files stay unread in the
+    run's folder until it is removed. Each file is written under a dot-name and renamed when the task
+    has parsed all its records, so a half-written file is never read.
     """
-    gathered: dict[str, list[dict[str, Any]]] = {t: [] for t in TABLES}
-    origins: dict[str, list[str]] = {t: [] for t in TABLES}
-    for dead_letter in dead_letters:
-        result = parse_dead_letter(dead_letter, dataset=dataset)
-        for table in TABLES:
-            rows = getattr(result, table)
-            gathered[table].extend(rows)
-            origins[table].extend([dead_letter["dead_letter_id"]] * len(rows))
-    schema = replay_routed_schema()
-    out: list[pa.RecordBatch] = []
-    for table in TABLES:
-        if not gathered[table]:
+
+    def __init__(self, staging: str, dataset: Dataset) -> None:
+        self.staging, self.dataset, self.key = staging, dataset, uuid.uuid4().hex
+        self._writers: dict[str, tuple[pq.ParquetWriter, str]] = {}
+
+    def write(self, table: str, batch: pa.RecordBatch) -> None:
+        try:
+            if table not in self._writers:
+                folder = f"{self.staging}/{table}"
+                os.makedirs(folder, exist_ok=True)
+                tmp = f"{folder}/.{self.key}.tmp"
+                self._writers[table] = (pq.ParquetWriter(tmp, batch.schema), tmp)
+            self._writers[table][0].write_batch(batch)
+        except OSError as err:
+            self.abort()
+            raise self._error(err) from err
+
+    def finish(self) -> None:
+        try:
+            for table, (writer, tmp) in self._writers.items():
+                writer.close()
+                os.replace(tmp, staged_file_of(self.staging, table, self.key))
+        except OSError as err:
+            self.abort()
+            raise self._error(err) from err
+
+    def abort(self) -> None:
+        for writer, tmp in self._writers.values():
+            with contextlib.suppress(Exception):
+                writer.close()
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+
+    def _error(self, err: OSError) -> BronzePageError:
+        reason = (
+            f"cannot stage the replayed rows in {self.staging} ({err.strerror or err}); every Spark executor "
+            "must be able to write under the lake's _staging folder (and the disk must have room)"
+        )
+        return BronzePageError(self.dataset.key, "dead letters", reason, stage="staging")
+
+
+def staged_file_of(staging: str, table: str, key: str) -> str:
+    """A replay task's staged rows of `table` (`staged_key` of its outcomes)."""
+    return f"{staging}/{table}/{key}.parquet"
+
+
+def replay_dead_letters(letters: list[dict[str, Any]], *, dataset: Dataset, stage: _TaskStage | None) -> pa.RecordBatch:
+    """Dead letters (REPLAY_INPUT_COLUMNS) re-parsed; their rows staged (`stage` None: a dry run,
+    nothing written); one outcome each (REPLAY_OUTCOME). Pure Python.
+
+    Each record gives exactly one entry, one tombstone or one new dead letter; a new dead letter is
+    not staged: it is the dead letter's new error, recorded on it by the status update.
+    """
+    outcomes = []
+    gathered: dict[str, list[dict[str, Any]]] = {t: [] for t in SILVER_TABLES}
+    for letter in letters:
+        outcome = {c: letter[c] for c in (*SELECTED_COLUMNS, "attempts")}
+        outcomes.append(outcome)
+        if letter["record_kind"] not in RECORD_KINDS:
             continue
-        (batch,) = _table_batches(_only(table, gathered[table]), source_file=None)
-        out.append(pa.RecordBatch.from_arrays([*batch.columns, pa.array(origins[table], pa.string())], schema=schema))
-    return out
+        result = parse_dead_letter(letter, dataset=dataset)
+        became = [t for t in ("entries", "tombstones", "dead_letters") if getattr(result, t)]
+        outcome["became"] = ",".join(became)  # one of them, else the caller stops: never silent
+        if result.dead_letters:
+            failed = result.dead_letters[0]
+            outcome["new_error_type"], outcome["new_error_message"] = failed["error_type"], failed["error_message"]
+            continue
+        for entry in result.entries:
+            outcome["entry_version"] = f"{entry['entry_id']}\x1f{entry['updated'].isoformat()}"
+        rows = {t: len(getattr(result, t)) for t in SILVER_TABLES if getattr(result, t)}
+        if stage is not None:
+            outcome["staged_key"] = stage.key
+        outcome["rows"] = list(rows.items())
+        for table in rows:
+            gathered[table].extend(getattr(result, table))
+    if stage is not None:
+        for table, rows_of_table in gathered.items():
+            if rows_of_table:
+                stage.write(table, record_batch(table, rows_of_table))
+    return pa.RecordBatch.from_pylist(outcomes, schema=REPLAY_OUTCOME)
 
 
-def _only(table: str, rows: list[dict[str, Any]]) -> PageParseResult:
-    empty: dict[str, list[dict[str, Any]]] = {t: [] for t in TABLES}
-    empty[table] = rows
-    return PageParseResult(**empty, records_seen=0, entries_seen=0, tombstones_seen=0)
-
-
-def make_replayer(dataset: Dataset) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
-    """The function handed to `mapInArrow` over selected dead letters (REPLAY_INPUT_COLUMNS)."""
+def make_replay_stager(
+    dataset: Dataset, staging: str | None
+) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """The function handed to `mapInArrow` over selected dead letters; `staging` None: a dry run."""
 
     def replay(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        for batch in batches:
-            yield from route_dead_letters(batch.to_pylist(), dataset=dataset)
+        stage = None if staging is None else _TaskStage(staging, dataset)
+        try:
+            for batch in batches:
+                yield replay_dead_letters(batch.to_pylist(), dataset=dataset, stage=stage)
+            if stage is not None:
+                stage.finish()  # before the task ends: its outcomes count only if it succeeds
+        except BaseException:
+            if stage is not None:
+                stage.abort()
+            raise
 
     return replay
+
+
+def replay_outcome_spark_schema() -> StructType:
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    return from_arrow_schema(REPLAY_OUTCOME, prefer_timestamp_ntz=False)
