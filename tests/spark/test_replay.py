@@ -267,6 +267,8 @@ def test_replay_recovers_what_todays_code_accepts(spark, lake) -> None:
     assert (dl.status, dl.attempts, dl.replay_run_id) == ("replayed", 1, "replay-old")
     assert dl.replayed_at is not None and dl.last_attempt_at == dl.replayed_at
     assert json.loads((path / "runs" / DS / "replay-replay-old.json").read_text())["recovered"] == 1
+    # The re-parsed rows were staged under the lake's _staging folder; the replay removed its folder.
+    assert list((path / "_staging" / DS).iterdir()) == []
 
 
 def test_hand_fixed_record_is_recovered(spark, lake) -> None:

@@ -261,21 +261,24 @@ def _merge_records(
     started: datetime,
 ) -> dict[str, Any]:
     """The recovered records' staged rows MERGEd into Silver, as the ingest MERGEs a page's."""
-    from placsp_provider.spark.routing import staged_file_of, table_spark_schema
+    from placsp_provider.spark.routing import table_spark_schema
     from placsp_provider.spark.silver_merge import merge_silver, retry_on_conflict
 
     sizes: Counter[str] = Counter()
-    files: dict[str, set[str]] = defaultdict(set)
     for r in reparsed:
         for table, n in (r["rows"] or {}).items():
             sizes[table] += n
-            files[table].add(staged_file_of(str(folder), table, r["staged_key"]))
+    keys = {r["staged_key"] for r in reparsed if r["staged_key"]}
 
     def staged(table: str) -> DataFrame:
         schema = table_spark_schema(table)
-        if not files[table]:
+        if not sizes[table]:  # no task staged rows of it: there is no folder to read
             return spark.createDataFrame([], schema)
-        return spark.read.schema(schema).parquet(*sorted(files[table]))
+        for orphan in (f for f in (folder / table).glob("*.parquet") if f.stem not in keys):
+            orphan.unlink()  # a failed task attempt's: Spark returned no outcome naming it
+        # The table's folder, not a list of files: Spark's lineage names it as the ingest's
+        # (`_staging/<dataset>/<table>`, docs/lineage.md).
+        return spark.read.schema(schema).parquet(str(folder / table))
 
     rows = {t: staged(t) for t in SILVER_TABLES}
     # Two recovered records of one entry version (one page held it twice) bring its children twice:

@@ -264,9 +264,9 @@ class _TaskStage:
     """The Parquet files one Spark task stages, one per table, opened when the table first has rows.
 
     Named after the task attempt (a uuid), not the records: only files named by the outcomes Spark
-    returns, those of attempts that succeeded, are read; a failed attempt's files stay unread in the
-    run's folder until it is removed. Each file is written under a dot-name and renamed when the task
-    has parsed all its records, so a half-written file is never read.
+    returns, those of attempts that succeeded, are read; the replay removes any other (a failed
+    attempt's) first. Each file is written under a dot-name and renamed when the task has parsed all
+    its records, so a half-written file is never read.
     """
 
     def __init__(self, staging: str, dataset: Dataset) -> None:

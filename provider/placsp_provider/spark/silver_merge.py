@@ -251,7 +251,9 @@ def merge_silver(
         deleted = run_together(spark, {t: functools.partial(delete_children, t) for t in CHILD_TABLES})
 
     second: dict[str, Callable[[], Any]] = {t: functools.partial(insert_children, t) for t in CHILD_TABLES}
-    second["tombstones"] = lambda: _apply_tombstones(spark, lake, dataset, rows["tombstones"], best, sizes)
+    # The entries to check for a tombstone: the eligible versions (checkpointed: no second run of the
+    # winners' window); a version older than Silver's changed nothing here.
+    second["tombstones"] = lambda: _apply_tombstones(spark, lake, dataset, rows["tombstones"], eligible, sizes)
     written = run_together(spark, second)
     for table in CHILD_TABLES:
         metrics[table] = {**written[table], "deleted": deleted[table]}
@@ -320,18 +322,18 @@ def _apply_tombstones(
     lake: Path,
     dataset: str,
     batch: DataFrame,
-    best: DataFrame | None,
+    versions: DataFrame | None,
     sizes: Mapping[str, int] | None,
 ) -> int:
-    """Apply the newest tombstone of every entry this batch touched, whichever run brought it: a
-    tombstone may arrive before the version it deletes, or after. Also when the entries MERGE changed
-    nothing: a run that died right after it left the new versions without their tombstone. Returns
-    the entries updated."""
+    """Apply the newest tombstone of every entry this batch touched (its tombstones, and its entry
+    `versions` at least as new as Silver's), whichever run brought it: a tombstone may arrive before
+    the version it deletes, or after. Also when the entries MERGE changed nothing: a run that died
+    right after it left the new versions without their tombstone. Returns the entries updated."""
     from delta.tables import DeltaTable
     from pyspark.sql import functions as F
 
     no_tombstones = _known_empty(sizes, "tombstones")
-    touching = [df.select("entry_id") for df in (None if no_tombstones else batch, best) if df is not None]
+    touching = [df.select("entry_id") for df in (None if no_tombstones else batch, versions) if df is not None]
     if not touching:
         return 0
     touched = touching[0].union(touching[1]) if len(touching) == 2 else touching[0]
@@ -344,13 +346,19 @@ def _apply_tombstones(
         .agg(F.max("deleted_at").alias("deleted_at"), F.max_by("deletion_type", "deleted_at").alias("deletion_type"))
     )
     entries = DeltaTable.forPath(spark, str(table_path(lake, "entries")))
+    applies = "s.deleted_at >= t.updated AND (t.deleted_at IS NULL OR t.deleted_at <> s.deleted_at)"
+    # Most batches have no tombstone that changes one of their entries, and a MERGE that changes
+    # nothing still held the write's last round for 1-4 s (docs/benchmarks.md, speed log): asked first
+    # with one small job. Race-free: a concurrent writer's tombstone committed after this read is
+    # applied by that writer's own run, which reads `entries` after its tombstone log's commit.
+    current = entries.toDF().where(F.col("dataset") == dataset).select("entry_id", "updated", "deleted_at")
+    due = latest.alias("s").join(current.alias("t"), "entry_id").where(applies)
+    if not due.take(1):
+        return 0
     applied = _execute(
         entries.alias("t")
         .merge(latest.alias("s"), _on(("entry_id",), dataset))
-        .whenMatchedUpdate(
-            condition="s.deleted_at >= t.updated AND (t.deleted_at IS NULL OR t.deleted_at <> s.deleted_at)",
-            set={"deleted_at": "s.deleted_at", "deletion_type": "s.deletion_type"},
-        ),
+        .whenMatchedUpdate(condition=applies, set={"deleted_at": "s.deleted_at", "deletion_type": "s.deletion_type"}),
     )
     return applied["updated"]
 
