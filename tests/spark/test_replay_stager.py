@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 
 from placsp_provider.datasets import get_dataset
@@ -22,6 +21,7 @@ from placsp_provider.spark.routing import (
     replay_dead_letters,
 )
 from tests.pages import ID_PREFIX, entry, page
+from tests.staging import read_staged
 
 pytestmark = pytest.mark.unit
 
@@ -48,16 +48,6 @@ def _letters() -> list[dict[str, Any]]:
     return [{c: d[c] for c in REPLAY_INPUT_COLUMNS} for d in (*letters, whole_file)]
 
 
-def _staged(staging: Path) -> dict[str, pa.Table]:
-    """Every staged table, read back; nothing else (no temp file) may be there."""
-    out = {}
-    for folder in sorted(staging.iterdir()):
-        files = sorted(folder.iterdir())
-        assert len(files) == 1 and files[0].suffix == ".parquet", files
-        out[folder.name] = pq.read_table(files[0])
-    return out
-
-
 def test_each_dead_letter_gets_one_outcome_and_only_recovered_rows_are_staged(tmp_path: Path) -> None:
     letters = _letters()
     (stage_out,) = list(make_replay_stager(AGREGADAS, str(tmp_path))(iter([pa.RecordBatch.from_pylist(letters)])))
@@ -72,7 +62,7 @@ def test_each_dead_letter_gets_one_outcome_and_only_recovered_rows_are_staged(tm
     assert fixed["entry_version"].startswith(f"{ID_PREFIX}2\x1f2022-01-05T09:00:00")
     rows = {t: len(getattr(expected, t)) for t in ("entries", "lots", "documents", "results") if getattr(expected, t)}
     assert dict(fixed["rows"]) == rows and rows["entries"] == 1
-    staged = _staged(tmp_path)
+    staged = read_staged(tmp_path)
     assert {t: staged[t].num_rows for t in staged} == rows
     assert all(f.stem == fixed["staged_key"] for t in staged for f in (tmp_path / t).iterdir())
     assert staged["entries"].column("entry_id").to_pylist() == [f"{ID_PREFIX}2"]
@@ -103,7 +93,7 @@ def test_a_task_stages_one_file_per_table_for_all_its_batches(tmp_path: Path) ->
     outcomes = [o for b in make_replay_stager(AGREGADAS, str(tmp_path))(iter(batches)) for o in b.to_pylist()]
     assert len(outcomes) == 4
     assert len({o["staged_key"] for o in outcomes if o["staged_key"]}) == 1
-    staged = _staged(tmp_path)  # one file per table although three batches came
+    staged = read_staged(tmp_path)  # one file per table although three batches came
     assert staged["entries"].num_rows == 2
 
 

@@ -6,28 +6,18 @@ from __future__ import annotations
 from pathlib import Path
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 
 from placsp_provider.datasets import get_dataset
 from placsp_provider.parser.page_parser import parse_page
 from placsp_provider.spark.routing import RECORDS_PER_BATCH, TABLES, TALLY, stage_page, staged_file
 from tests.pages import day, page
+from tests.staging import read_staged
 
 pytestmark = pytest.mark.unit
 
 SAMPLES = Path(__file__).resolve().parents[2] / "include" / "placsp_samples"
 PAGE_2022 = SAMPLES / "1044_agregadas" / "PlataformasAgregadasSinMenores_20220104_030016_1.atom"
-
-
-def _staged(staging: Path) -> dict[str, pa.Table]:
-    """Every staged table, read back; no other file (a temp file left behind) may be there."""
-    out = {}
-    for folder in sorted(staging.iterdir()):
-        files = sorted(folder.iterdir())
-        assert len(files) == 1 and files[0].suffix == ".parquet", files
-        out[folder.name] = pq.read_table(files[0])
-    return out
 
 
 def _tally(batch: pa.RecordBatch) -> dict[tuple, int]:
@@ -44,7 +34,7 @@ def test_a_page_parsed_in_parts_stages_the_rows_of_the_page_parsed_whole(cut: in
     )
     small = stage_page(data, dataset=agregadas, source_file="p.atom", staging=str(tmp_path / "s"), records_per_batch=7)
     assert RECORDS_PER_BATCH == 50
-    whole_rows, small_rows = _staged(tmp_path / "w"), _staged(tmp_path / "s")
+    whole_rows, small_rows = read_staged(tmp_path / "w"), read_staged(tmp_path / "s")
     assert whole_rows.keys() == small_rows.keys()
     for table in whole_rows:
         assert small_rows[table].equals(whole_rows[table]), table
@@ -75,7 +65,7 @@ def test_a_page_staged_again_replaces_its_files(tmp_path: Path) -> None:
     data = PAGE_2022.read_bytes()
     for _ in range(2):
         stage_page(data, dataset=agregadas, source_file="p.atom", staging=str(tmp_path))
-    staged = _staged(tmp_path)
+    staged = read_staged(tmp_path)
     assert staged["entries"].num_rows == 117
     assert Path(staged_file(str(tmp_path), "entries", "p.atom")).is_file()
 
@@ -108,7 +98,7 @@ def test_the_stager_counts_records_repeating_a_version_of_their_page(
     ).to_pylist()
     (stats,) = [r for r in tally if r["kind"] == "file_stats"]
     assert stats["repeated_versions"] == repeated
-    assert _staged(tmp_path)["entries"].num_rows == len(versions)
+    assert read_staged(tmp_path)["entries"].num_rows == len(versions)
 
 
 # -- the stager reads its pages from the lake ------------------------------------------------------
@@ -131,7 +121,7 @@ def test_the_stager_reads_each_listed_page_from_the_lake(tmp_path: Path) -> None
         PAGE_2022.read_bytes(), dataset=get_dataset("agregadas"), source_file=relative, staging=str(tmp_path / "d")
     )
     assert tally.equals(direct)
-    staged, expected = _staged(lake / "_staging"), _staged(tmp_path / "d")
+    staged, expected = read_staged(lake / "_staging"), read_staged(tmp_path / "d")
     assert staged["entries"].num_rows == 117
     for table in expected:
         assert staged[table].equals(expected[table]), table
