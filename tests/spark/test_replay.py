@@ -29,6 +29,7 @@ import pytest
 from placsp_provider.datasets import get_dataset
 from placsp_provider.lake import table_path
 from placsp_provider.parser import page_split
+from placsp_provider.parser.silver_schema import BUSINESS_KEYS
 from placsp_provider.spark.replay_job import ReplayRequest, run_replay
 from placsp_provider.spark.routing import dead_letter_id
 from placsp_provider.spark.silver_job import IngestRequest, run_ingest
@@ -269,6 +270,36 @@ def test_replay_recovers_what_todays_code_accepts(spark, lake) -> None:
     assert json.loads((path / "runs" / DS / "replay-replay-old.json").read_text())["recovered"] == 1
     # The re-parsed rows were staged under the lake's _staging folder; the replay removed its folder.
     assert list((path / "_staging" / DS).iterdir()) == []
+
+
+def test_staged_files_of_a_failed_task_attempt_are_not_merged(spark, lake, monkeypatch) -> None:
+    # A task attempt can fail after its files were renamed into place (its worker lost while sending
+    # its outcomes); Spark then runs the task again, and only the attempt whose outcomes came back may
+    # be read. Such leftovers are planted here, after the real re-parse: a copy of every staged file
+    # under another attempt's name. Read, they would double the entry's children (the insert dedups
+    # only repeated versions, and this replay has none).
+    import uuid
+
+    from placsp_provider.spark import replay_job
+
+    reparse, planted = replay_job._reparse, []
+
+    def reparse_then_plant_leftovers(spark_, ds, request, folder):
+        outcomes = reparse(spark_, ds, request, folder)
+        for staged in folder.glob("*/*.parquet"):
+            planted.append(staged.with_name(f"{uuid.uuid4().hex}.parquet"))
+            shutil.copyfile(staged, planted[-1])
+        return outcomes
+
+    monkeypatch.setattr(replay_job, "_reparse", reparse_then_plant_leftovers)
+    summary = _recover_old(spark, lake)
+    assert (summary["selected"], summary["recovered"]) == (1, 1)
+    assert {p.parent.name for p in planted} >= {"entries", "results"}
+    old = f"entry_id = '{ID_PREFIX}31'"
+    assert table(spark, lake.path, "entries").where(old).count() == 1
+    assert table(spark, lake.path, "results").where(old).count() == 1
+    for name in ("lots", "documents", "results"):
+        assert table(spark, lake.path, name).groupBy(*BUSINESS_KEYS[name]).count().where("count > 1").count() == 0, name
 
 
 def test_hand_fixed_record_is_recovered(spark, lake) -> None:
