@@ -54,12 +54,22 @@ def build_parser() -> argparse.ArgumentParser:
     ex.add_argument("--json", action="store_true", help="print the summary as JSON on stdout")
     ex.set_defaults(func=_cmd_extract)
 
-    ing = sub.add_parser("ingest", help="parse the landed pages of one dataset into Silver (Spark local)")
+    ing = sub.add_parser(
+        "ingest",
+        help="parse the landed pages of one dataset into Silver (delta-rs for a small batch, else Spark local)",
+    )
     ing.add_argument("--dataset", required=True, help="key or syndication id")
     ing.add_argument("--lake", required=True, type=Path, help="lake root folder")
     ing.add_argument("--run-id", default="", help="recorded on every row and dead letter")
     ing.add_argument("--manifest", action="append", type=Path, default=[], help="only these manifests")
     ing.add_argument("--reprocess", action="store_true", help="ingest again files already reconciled")
+    ing.add_argument(
+        "--engine",
+        choices=("auto", "spark", "delta-rs"),
+        default=None,
+        help="auto (default; $PLACSP_INGEST_ENGINE): delta-rs, without a JVM, when the lake's tables exist "
+        "and the pages to ingest are at most $PLACSP_DELTA_RS_MAX_MB (64) MB; Spark otherwise",
+    )
     ing.add_argument("--json", action="store_true", help="print the run summary as JSON on stdout")
     ing.set_defaults(func=_cmd_ingest)
 
@@ -285,8 +295,8 @@ def _cmd_ingest(args: argparse.Namespace) -> dict[str, Any]:
     import uuid
 
     from placsp_provider.datasets import get_dataset
-    from placsp_provider.spark.session import get_session
-    from placsp_provider.spark.silver_job import IngestRequest, run_ingest
+    from placsp_provider.delta_rs import silver_job as delta_rs_job
+    from placsp_provider.spark.silver_job import IngestRequest
 
     ds = get_dataset(args.dataset)
     lake = args.lake.resolve()
@@ -294,10 +304,17 @@ def _cmd_ingest(args: argparse.Namespace) -> dict[str, Any]:
     if not landed.is_dir():
         raise PlacspError(f"dataset {ds.key}: nothing landed under {landed}; run `placsp extract` first")
     run_id = args.run_id or f"cli__{datetime.now(UTC):%Y%m%dT%H%M%S}_{uuid.uuid4().hex[:6]}"
+    request = IngestRequest(ds, lake, run_id, tuple(args.manifest), args.reprocess)
+    if delta_rs_job.choose_engine(request, args.engine) == "delta-rs":
+        print(f"ingesting dataset {ds.key} with delta-rs (no JVM), run {run_id}...", file=sys.stderr)
+        return delta_rs_job.run_ingest(request)
+    from placsp_provider.spark.session import get_session
+    from placsp_provider.spark.silver_job import run_ingest
+
     print(f"starting Spark (local) for dataset {ds.key}, run {run_id}...", file=sys.stderr)
     spark = get_session("placsp-ingest")
     try:
-        return run_ingest(spark, IngestRequest(ds, lake, run_id, tuple(args.manifest), args.reprocess))
+        return run_ingest(spark, request)
     finally:
         spark.stop()
 

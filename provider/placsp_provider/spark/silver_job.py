@@ -46,9 +46,9 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 # Page-level parse failures that stand for the whole file (nothing of it can be trusted).
-_WHOLE_FILE_PARSE_ERRORS = frozenset({"dtd_refused", "not_a_feed"})
+WHOLE_FILE_PARSE_ERRORS = frozenset({"dtd_refused", "not_a_feed"})
 _COUNT_MISMATCH = "count_mismatch"
-_SOURCE_COLUMN = {"dead_letters": "source_file"}  # the Silver tables' is `_source_file`
+SOURCE_COLUMN = {"dead_letters": "source_file"}  # the Silver tables' is `_source_file`
 
 
 @dataclass(frozen=True)
@@ -82,7 +82,7 @@ class FileTally:
         return self.valid_entries + self.valid_tombstones + self.dead_entries + self.dead_tombstones
 
     def quarantine_reason(self) -> str | None:
-        whole = [e for e in self.page_errors if e in _WHOLE_FILE_PARSE_ERRORS]
+        whole = [e for e in self.page_errors if e in WHOLE_FILE_PARSE_ERRORS]
         if whole:
             return f"page-level parse failure ({', '.join(whole)})"
         if (self.valid_entries + self.dead_entries, self.valid_tombstones + self.dead_tombstones) != (
@@ -98,8 +98,8 @@ class FileTally:
         return None
 
 
-def pages_to_ingest(spark: SparkSession, request: IngestRequest) -> tuple[list[LandedPage], int]:
-    """Pages named by the manifests, once each, minus those already reconciled (unless reprocess)."""
+def manifest_pages(request: IngestRequest) -> dict[str, LandedPage]:
+    """Pages named by the request's manifests (every manifest of the dataset if none), once each."""
     manifests = request.manifests or tuple(
         sorted((bronze_dir(request.lake, request.dataset.key) / "manifests").glob("*.json"))
     )
@@ -109,6 +109,12 @@ def pages_to_ingest(spark: SparkSession, request: IngestRequest) -> tuple[list[L
             pages.setdefault(page.file, page)
     if request.only_files:
         pages = {f: p for f, p in pages.items() if f in set(request.only_files)}
+    return pages
+
+
+def pages_to_ingest(spark: SparkSession, request: IngestRequest) -> tuple[list[LandedPage], int]:
+    """Pages named by the manifests, once each, minus those already reconciled (unless reprocess)."""
+    pages = manifest_pages(request)
     if request.reprocess or not pages:
         return list(pages.values()), 0
     done = {
@@ -138,7 +144,7 @@ def run_ingest(spark: SparkSession, request: IngestRequest) -> dict[str, Any]:
         merge_metrics = write_routed(spark, lake, ds.key, routed, request.run_id, started)
     finally:
         routed.release()
-    _fill_summary(summary, routed.tallies, routed.quarantined, routed.dead_letter_counts, merge_metrics)
+    fill_summary(summary, routed.tallies, routed.quarantined, routed.dead_letter_counts, merge_metrics)
     return finish(summary, lake)
 
 
@@ -184,7 +190,7 @@ def route_files(
             if plan is not None:
                 log.info("dataset %s: %s", ds.key, plan.describe())
             try:  # Spark's listing, then the first action: where a page removed since the check surfaces
-                tallies = _tally(stage_pages(spark, ds, str(lake), files, str(folder)).collect(), pages, lake)
+                tallies = tally_files(stage_pages(spark, ds, str(lake), files, str(folder)).collect(), pages, lake)
             except Exception as err:
                 bronze = _page_gone_error(err, ds.key, lake)
                 if bronze is None:
@@ -194,6 +200,36 @@ def route_files(
     except BaseException:
         staging.close()
         raise
+
+
+@dataclass(frozen=True)
+class BatchPlan:
+    """What a batch's tallies decide before anything is read back or written, whichever engine
+    writes: the quarantined files and what the write will hold, counted without reading a row."""
+
+    quarantined: dict[str, str]  # file -> reason
+    staged: dict[str, int]  # rows staged by table (dead letters too), quarantined files included
+    sizes: dict[str, int]  # rows to write by table, dead letters included
+    dead_letter_counts: Counter[tuple[str, str]]  # the dead letters to write by (stage, error_type)
+    repeated_versions: int  # in the files that add up: see `silver_merge.merge_silver`
+
+
+def plan_batch(tallies: Mapping[str, FileTally]) -> BatchPlan:
+    quarantined = {f: r for f, t in tallies.items() if (r := t.quarantine_reason())}
+    staged = {t: sum(tally.rows[t] for tally in tallies.values()) for t in SILVER_TABLES}
+    staged["dead_letters"] = sum(sum(tally.dead_letters.values()) for tally in tallies.values())
+    sizes = {t: sum(tally.rows[t] for f, tally in tallies.items() if f not in quarantined) for t in SILVER_TABLES}
+    # The dead letters written: the kept files', the page-level ones of files quarantined by a
+    # page-level parse failure, and one reconciliation dead letter per other quarantined file.
+    dead_counts: Counter[tuple[str, str]] = Counter()
+    for f, tally in tallies.items():
+        for (stage, error_type), n in tally.dead_letters.items():
+            if f not in quarantined or error_type in WHOLE_FILE_PARSE_ERRORS:
+                dead_counts[stage, error_type] += n
+    dead_counts[STAGE_RECONCILIATION, _COUNT_MISMATCH] += len(_reconciliation_letter_files(quarantined))
+    sizes["dead_letters"] = sum(dead_counts.values())
+    repeated = sum(t.repeated_versions for f, t in tallies.items() if f not in quarantined)
+    return BatchPlan(quarantined, staged, sizes, +dead_counts, repeated)
 
 
 def _staged_rows(
@@ -208,25 +244,24 @@ def _staged_rows(
     """The staged rows as frames, without the quarantined files' (but their page-level dead letters)."""
     from pyspark.sql import functions as F
 
-    quarantined = {f: r for f, t in tallies.items() if (r := t.quarantine_reason())}
-    staged = {t: sum(tally.rows[t] for tally in tallies.values()) for t in SILVER_TABLES}
-    staged["dead_letters"] = sum(sum(tally.dead_letters.values()) for tally in tallies.values())
+    plan = plan_batch(tallies)
+    quarantined = plan.quarantined
 
     def read(table: str) -> DataFrame:
         schema = table_spark_schema(table)
-        if not staged[table]:  # no file was staged: there is no folder to read
+        if not plan.staged[table]:  # no file was staged: there is no folder to read
             return spark.createDataFrame([], schema)
         return spark.read.schema(schema).parquet(str(folder / table))
 
     out = {t: read(t) for t in (*SILVER_TABLES, "dead_letters")}
     if quarantined:
         files = list(quarantined)
-        kept = {t: df.where(~F.col(_SOURCE_COLUMN.get(t, "_source_file")).isin(files)) for t, df in out.items()}
+        kept = {t: df.where(~F.col(SOURCE_COLUMN.get(t, "_source_file")).isin(files)) for t, df in out.items()}
     else:
         kept = out
     # A file quarantined by a page-level parse failure keeps that dead letter: it is the record of it.
     page_level = out["dead_letters"].where(
-        F.col("source_file").isin(list(quarantined)) & F.col("error_type").isin(list(_WHOLE_FILE_PARSE_ERRORS))
+        F.col("source_file").isin(list(quarantined)) & F.col("error_type").isin(list(WHOLE_FILE_PARSE_ERRORS))
     )
     reconciliation_letters = _reconciliation_dead_letters(spark, dataset, tallies, quarantined)
     all_dead = (
@@ -235,19 +270,10 @@ def _staged_rows(
         .unionByName(reconciliation_letters)
         .withColumns(new_dead_letter_lifecycle(run_id, started))
     )
-    sizes = {t: sum(tally.rows[t] for f, tally in tallies.items() if f not in quarantined) for t in SILVER_TABLES}
-    # What `all_dead` holds, counted as it was built: the kept files' dead letters, `page_level`,
-    # `reconciliation_letters`.
-    dead_counts: Counter[tuple[str, str]] = Counter()
-    for f, tally in tallies.items():
-        for (stage, error_type), n in tally.dead_letters.items():
-            if f not in quarantined or error_type in _WHOLE_FILE_PARSE_ERRORS:
-                dead_counts[stage, error_type] += n
-    dead_counts[STAGE_RECONCILIATION, _COUNT_MISMATCH] += len(_reconciliation_letter_files(quarantined))
-    sizes["dead_letters"] = sum(dead_counts.values())
-    repeated = sum(t.repeated_versions for f, t in tallies.items() if f not in quarantined)
     rows = {t: kept[t] for t in SILVER_TABLES}
-    return RoutedFiles(rows, all_dead, tallies, quarantined, staging, sizes, +dead_counts, repeated)
+    return RoutedFiles(
+        rows, all_dead, tallies, quarantined, staging, plan.sizes, plan.dead_letter_counts, plan.repeated_versions
+    )
 
 
 def new_dead_letter_lifecycle(run_id: str, started: datetime) -> dict[str, Any]:
@@ -306,7 +332,7 @@ def write_routed(
     return retry_on_conflict(write, what=f"dataset {dataset}: Silver write of run {run_id}")
 
 
-def _tally(by_file: list[Any], pages: list[LandedPage], lake: Path) -> dict[str, FileTally]:
+def tally_files(by_file: list[Any], pages: list[LandedPage], lake: Path) -> dict[str, FileTally]:
     """Each file's tally (`routing.TALLY` rows, as the workers counted the rows they staged)."""
     tallies = {p.file: FileTally(p) for p in pages}
     for row in by_file:
@@ -369,9 +395,11 @@ def _reconciliation_letter_files(quarantined: Mapping[str, str | None]) -> dict[
     return {f: r for f, r in quarantined.items() if not (r and r.startswith("page-level"))}
 
 
-def _reconciliation_dead_letters(
-    spark: SparkSession, dataset: str, tallies: dict[str, FileTally], quarantined: Mapping[str, str | None]
-) -> DataFrame:
+def reconciliation_dead_letter_rows(
+    dataset: str, tallies: Mapping[str, FileTally], quarantined: Mapping[str, str | None]
+) -> list[dict[str, Any]]:
+    """The dead letters that stand for quarantined files (`dead_letter_arrow_schema` columns): one
+    per file not already stood for by its page-level parse dead letter."""
     rows = []
     for file, reason in _reconciliation_letter_files(quarantined).items():
         message = (
@@ -394,9 +422,39 @@ def _reconciliation_dead_letters(
                 "dead_letter_id": dead_letter_id(dataset, STAGE_RECONCILIATION, file, 0, tallies[file].page.sha256),
             }
         )
+    return rows
+
+
+def reconciliation_rows(
+    dataset: str, run_id: str, tallies: Mapping[str, FileTally], quarantined: Mapping[str, str], started: datetime
+) -> list[dict[str, Any]]:
+    """One row per ingested file for the reconciliation table (`tables.RECONCILIATION` columns)."""
+    return [
+        {
+            "dataset": dataset,
+            "source_file": f,
+            "sha256": t.page.sha256,
+            "run_id": run_id,
+            "manifest_entries": t.page.entries,
+            "manifest_tombstones": t.page.tombstones,
+            "valid_entries": t.valid_entries,
+            "valid_tombstones": t.valid_tombstones,
+            "dead_letter_records": t.dead_entries + t.dead_tombstones,
+            "status": "quarantined" if f in quarantined else "reconciled",
+            "reason": quarantined.get(f),
+            "ingested_at": started,
+        }
+        for f, t in tallies.items()
+    ]
+
+
+def _reconciliation_dead_letters(
+    spark: SparkSession, dataset: str, tallies: dict[str, FileTally], quarantined: Mapping[str, str | None]
+) -> DataFrame:
     from pyspark.sql.pandas.types import from_arrow_schema
 
     schema = from_arrow_schema(dead_letter_arrow_schema(), prefer_timestamp_ntz=False)
+    rows = reconciliation_dead_letter_rows(dataset, tallies, quarantined)
     return spark.createDataFrame([[r[f.name] for f in schema.fields] for r in rows], schema)
 
 
@@ -405,24 +463,9 @@ def _reconciliation_rows(spark, dataset, run_id, tallies, quarantined, started) 
 
     from placsp_provider.spark.tables import RECONCILIATION
 
-    data = [
-        [
-            dataset,
-            f,
-            t.page.sha256,
-            run_id,
-            t.page.entries,
-            t.page.tombstones,
-            t.valid_entries,
-            t.valid_tombstones,
-            t.dead_entries + t.dead_tombstones,
-            "quarantined" if f in quarantined else "reconciled",
-            quarantined.get(f),
-            started,
-        ]
-        for f, t in tallies.items()
-    ]
-    return spark.createDataFrame(data, from_arrow_schema(RECONCILIATION, prefer_timestamp_ntz=False))
+    schema = from_arrow_schema(RECONCILIATION, prefer_timestamp_ntz=False)
+    rows = reconciliation_rows(dataset, run_id, tallies, quarantined, started)
+    return spark.createDataFrame([[r[f.name] for f in schema.fields] for r in rows], schema)
 
 
 def empty_summary(dataset: str, run_id: str, files: int, skipped: int) -> dict[str, Any]:
@@ -439,7 +482,7 @@ def empty_summary(dataset: str, run_id: str, files: int, skipped: int) -> dict[s
     }
 
 
-def _fill_summary(summary, tallies, quarantined, dead_letter_counts, merge_metrics) -> None:
+def fill_summary(summary, tallies, quarantined, dead_letter_counts, merge_metrics) -> None:
     read_e = sum(t.page.entries for t in tallies.values())
     read_t = sum(t.page.tombstones for t in tallies.values())
     ok = [t for f, t in tallies.items() if f not in quarantined]

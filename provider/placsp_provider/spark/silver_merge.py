@@ -50,19 +50,26 @@ def is_commit_conflict(err: BaseException) -> bool:
 
 
 def retry_on_conflict(
-    write: Callable[[], T], *, what: str, attempts: int = CONFLICT_ATTEMPTS, sleep: Callable[[float], None] = time.sleep
+    write: Callable[[], T],
+    *,
+    what: str,
+    attempts: int = CONFLICT_ATTEMPTS,
+    sleep: Callable[[float], None] = time.sleep,
+    conflict: Callable[[BaseException], bool] | None = None,
 ) -> T:
     """Run an idempotent write again when a concurrent writer won the commit race.
 
     Every write of ours is a MERGE that is safe to repeat (newest wins, insert-only, conditional
     status updates), and the whole `write` is repeated, not the failed MERGE alone: what it decided
     from the table's old snapshot (which versions are newest) is decided again from the new one.
+    `conflict`: how the writing engine says so (default: delta-spark's exceptions).
     """
+    is_conflict = conflict or is_commit_conflict
     for attempt in range(1, attempts + 1):
         try:
             return write()
         except Exception as err:
-            if not is_commit_conflict(err) or attempt == attempts:
+            if not is_conflict(err) or attempt == attempts:
                 raise
             delay = min(0.5 * 2 ** (attempt - 1), 8.0)
             first_line = str(err).strip().splitlines()[0][:300] if str(err).strip() else type(err).__name__

@@ -1,0 +1,313 @@
+"""A routed batch written by delta-rs, under the rules of `spark.silver_merge` and in its order.
+
+The rules (each step idempotent, so a run that dies between commits is completed by its rerun):
+- entries: the batch's newest version of each entry replaces Silver's only when strictly newer;
+- lots, documents, results: where Silver held an older version of a batch entry, its child rows go;
+  the winning versions' rows are inserted once (insert-only on the business keys);
+- tombstones: logged insert-only, then the newest tombstone of every entry the batch touched is
+  applied to `entries` when `deleted_at >= updated`;
+- dead letters: insert-only on their id; the reconciliation last, once everything else committed.
+
+Tables are read through the same `DeltaTable` object that MERGEs them, so a writer that committed
+in between fails the MERGE (delta-rs's conflict check) and the whole write is done again
+(`spark.silver_merge.retry_on_conflict`), deciding afresh from the new snapshot.
+
+A batch here is small (`silver_job.choose_engine`): its rows are plain Arrow tables and the
+decisions (winners, eligible versions, due tombstones) are made in Python on them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from placsp_provider.lake import CHILD_TABLES, table_path
+from placsp_provider.parser.silver_schema import BUSINESS_KEYS
+from placsp_provider.spark.tables import UTC_TS, table_schema
+
+# What a MERGE changed, from the metrics delta-rs returns, under the names the run summary uses.
+_MERGE_COUNTS = {
+    "inserted": "num_target_rows_inserted",
+    "updated": "num_target_rows_updated",
+    "deleted": "num_target_rows_deleted",
+}
+
+
+@dataclass
+class RoutedBatch:
+    """A batch's rows as Arrow tables, in the staged (parser's) columns, quarantined files left out."""
+
+    rows: dict[str, pa.Table]  # Silver rows by table
+    dead_letters: pa.Table  # every dead letter to insert, lifecycle columns included
+    reconciliation: pa.Table  # one row per file, `tables.RECONCILIATION`
+    repeated_versions: int  # valid records repeating an earlier (entry_id, updated) of their file
+
+
+def is_commit_conflict(err: BaseException) -> bool:
+    """delta-rs refused a commit because another writer committed first."""
+    from deltalake.exceptions import CommitFailedError
+
+    return isinstance(err, CommitFailedError)
+
+
+def nothing_changed() -> dict[str, int]:
+    return dict.fromkeys(_MERGE_COUNTS, 0)
+
+
+def write_batch(lake: Path, dataset: str, batch: RoutedBatch, run_id: str, started: datetime) -> dict[str, Any]:
+    """Dead letters, Silver, then the reconciliation that marks the files done; the changes by table."""
+    metrics: dict[str, Any] = {}
+    if batch.dead_letters.num_rows:
+        metrics["dead_letters"] = _insert_only(lake, "dead_letters", dataset, batch.dead_letters, ("dead_letter_id",))
+    else:
+        metrics["dead_letters"] = nothing_changed()
+    silver = _merge_silver(lake, dataset, batch, _stamp(run_id, started))
+    merge = _open(lake, "reconciliation").merge(
+        _conform(batch.reconciliation, "reconciliation"),
+        _on(("source_file",), dataset),
+        source_alias="s",
+        target_alias="t",
+    )
+    _execute(merge.when_matched_update_all(predicate="t.status <> s.status").when_not_matched_insert_all())
+    return {**silver, "dead_letters": metrics["dead_letters"]}
+
+
+def _merge_silver(lake: Path, dataset: str, batch: RoutedBatch, stamp: dict[str, Any]) -> dict[str, Any]:
+    rows = batch.rows
+    metrics: dict[str, Any] = {t: nothing_changed() for t in ("entries", *CHILD_TABLES)}
+    if not rows["entries"].num_rows:  # children come only with valid entries: tombstones alone
+        log = _insert_tombstones(lake, dataset, rows["tombstones"], stamp)
+        applied = _apply_tombstones(lake, dataset, _ids(rows["tombstones"]))
+        metrics["tombstones"] = {**log, "applied_to_entries": applied}
+        return metrics
+
+    entries = _open(lake, "entries")
+    best = _winners(rows["entries"])
+    held = _current(entries, dataset, ["entry_id", "updated", "_source_file"], _ids(best))
+    held_version = {e: (u, f) for e, u, f in zip(*(held.column(c).to_pylist() for c in held.column_names), strict=True)}
+    # Which batch versions are at least as new as what Silver holds: their children are the truth.
+    # Equal `updated` counts only when it is the same file again (a rerun, or recovery from a run
+    # that died between commits): a different version with the same `updated` loses everywhere.
+    eligible: list[tuple[str, datetime, str]] = []
+    newer = 0
+    for entry_id, updated, source in zip(
+        *(best.column(c).to_pylist() for c in ("entry_id", "updated", "_source_file")), strict=True
+    ):
+        held_updated, held_file = held_version.get(entry_id, (None, None))
+        if held_updated is None or held_updated < updated:
+            newer += 1
+        elif not (held_updated == updated and held_file == source):
+            continue
+        eligible.append((entry_id, updated, source))
+    was_held = any(e in held_version for e, _, _ in eligible)
+    eligible_rows = pa.table(
+        {
+            "entry_id": pa.array([e for e, _, _ in eligible], pa.string()),
+            "updated": pa.array([u for _, u, _ in eligible], UTC_TS),
+        }
+    )
+
+    # Round one (as Spark's): entries, older children's deletes where Silver held a version, the
+    # tombstone log. Round two: the winners' children and the tombstones applied to `entries`.
+    if newer:
+        source = _with(_stamped(best, stamp), deleted_at=pa.nulls(best.num_rows, UTC_TS), deletion_type=None)
+        merge = entries.merge(
+            _conform(source, "entries"), _on(BUSINESS_KEYS["entries"], dataset), source_alias="s", target_alias="t"
+        )
+        metrics["entries"] = _execute(
+            merge.when_matched_update_all(predicate="s.updated > t.updated").when_not_matched_insert_all()
+        )
+    deleted = dict.fromkeys(CHILD_TABLES, 0)
+    # Held ones are always cleaned, also when the entries MERGE changed nothing: a run that died
+    # after it left the older children behind. Held none, yet the MERGE replaced some: a writer
+    # added them since the read (delta-rs's conflict check makes this rare): cleaned too.
+    if was_held or metrics["entries"]["updated"] > 0:
+        deleted = {t: _delete_older_children(lake, t, dataset, eligible_rows) for t in CHILD_TABLES}
+    log = _insert_tombstones(lake, dataset, rows["tombstones"], stamp)
+
+    winners = {(e, u, f) for e, u, f in eligible}
+    for table in CHILD_TABLES:
+        inserted = _insert_children(lake, table, dataset, rows[table], winners, stamp, batch.repeated_versions)
+        metrics[table] = {**inserted, "deleted": deleted[table]}
+    touched = _ids(rows["tombstones"]) | {e for e, _, _ in eligible}
+    metrics["tombstones"] = {**log, "applied_to_entries": _apply_tombstones(lake, dataset, touched)}
+    return metrics
+
+
+def _winners(entries: pa.Table) -> pa.Table:
+    """Newest version per entry within the batch; ties broken by file name (dated pages sort by
+    their timestamp), then by content, so every rerun picks the same row."""
+    best: dict[str, tuple[Any, ...]] = {}
+    columns = (entries.column(c).to_pylist() for c in ("entry_id", "updated", "_source_file"))
+    for index, (entry_id, updated, source) in enumerate(zip(*columns, strict=True)):
+        key = (updated, source)
+        held = best.get(entry_id)
+        if (
+            held is None
+            or key > held[0]
+            or (key == held[0] and _content_key(entries, index) > _content_key(entries, held[1]))
+        ):
+            best[entry_id] = (key, index)
+    return entries.take(pa.array(sorted(index for _, index in best.values()), pa.int64()))
+
+
+def _content_key(table: pa.Table, index: int) -> str:
+    row = table.slice(index, 1).to_pylist()[0]
+    return hashlib.sha256(json.dumps(row, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def _delete_older_children(lake: Path, table: str, dataset: str, eligible: pa.Table) -> int:
+    merge = _open(lake, table).merge(
+        eligible, f"t.dataset = '{dataset}' AND t.entry_id = s.entry_id", source_alias="s", target_alias="t"
+    )
+    return _execute(merge.when_matched_delete(predicate="t.entry_updated < s.updated"))["deleted"]
+
+
+def _insert_children(
+    lake: Path,
+    table: str,
+    dataset: str,
+    rows: pa.Table,
+    winners: set[tuple[str, datetime, str]],
+    stamp: dict[str, Any],
+    repeated_versions: int,
+) -> dict[str, int]:
+    if not rows.num_rows or not winners:
+        return nothing_changed()
+    versions = zip(*(rows.column(c).to_pylist() for c in ("entry_id", "entry_updated", "_source_file")), strict=True)
+    fresh = rows.filter(pa.array([v in winners for v in versions], pa.bool_()))
+    if repeated_versions:  # one version twice in a page: its child keys repeat (see merge_silver)
+        fresh = _first_per_key(fresh, BUSINESS_KEYS[table])
+    if not fresh.num_rows:
+        return nothing_changed()
+    return _insert_only(lake, table, dataset, _stamped(fresh, stamp), BUSINESS_KEYS[table])
+
+
+def _insert_tombstones(lake: Path, dataset: str, tombstones: pa.Table, stamp: dict[str, Any]) -> dict[str, int]:
+    if not tombstones.num_rows:
+        return nothing_changed()
+    keys = BUSINESS_KEYS["tombstones"]
+    return _insert_only(lake, "tombstones", dataset, _stamped(_first_per_key(tombstones, keys), stamp), keys)
+
+
+def _apply_tombstones(lake: Path, dataset: str, touched: set[str]) -> int:
+    """The newest logged tombstone of each touched entry applied to `entries` where it deletes the
+    version Silver holds (and is not applied already); returns the entries updated."""
+    if not touched:
+        return 0
+    logged = _current(_open(lake, "tombstones"), dataset, ["entry_id", "deleted_at", "deletion_type"], touched)
+    latest: dict[str, tuple[datetime, str | None]] = {}
+    for entry_id, deleted_at, kind in zip(*(logged.column(c).to_pylist() for c in logged.column_names), strict=True):
+        if entry_id not in latest or (deleted_at, kind or "") > (latest[entry_id][0], latest[entry_id][1] or ""):
+            latest[entry_id] = (deleted_at, kind)
+    if not latest:
+        return 0
+    entries = _open(lake, "entries")
+    current = _current(entries, dataset, ["entry_id", "updated", "deleted_at"], set(latest))
+    due = [
+        (entry_id, latest[entry_id][0], latest[entry_id][1])
+        for entry_id, updated, deleted_at in zip(
+            *(current.column(c).to_pylist() for c in current.column_names), strict=True
+        )
+        if latest[entry_id][0] >= updated and deleted_at != latest[entry_id][0]
+    ]
+    if not due:  # most batches: no MERGE (asked first, as on Spark)
+        return 0
+    source = pa.table(
+        {
+            "entry_id": pa.array([d[0] for d in due], pa.string()),
+            "deleted_at": pa.array([d[1] for d in due], UTC_TS),
+            "deletion_type": pa.array([d[2] for d in due], pa.string()),
+        }
+    )
+    applies = "s.deleted_at >= t.updated AND (t.deleted_at IS NULL OR t.deleted_at <> s.deleted_at)"
+    merge = entries.merge(source, _on(("entry_id",), dataset), source_alias="s", target_alias="t")
+    updates = {"deleted_at": "s.deleted_at", "deletion_type": "s.deletion_type"}
+    return _execute(merge.when_matched_update(updates=updates, predicate=applies))["updated"]
+
+
+def _insert_only(lake: Path, table: str, dataset: str, rows: pa.Table, keys: tuple[str, ...]) -> dict[str, int]:
+    merge = _open(lake, table).merge(
+        _conform(_first_per_key(rows, keys), table), _on(keys, dataset), source_alias="s", target_alias="t"
+    )
+    return _execute(merge.when_not_matched_insert_all())
+
+
+# -- helpers -----------------------------------------------------------------------------------------
+def _open(lake: Path, table: str) -> Any:
+    from deltalake import DeltaTable
+
+    return DeltaTable(str(table_path(lake, table)))
+
+
+def _on(keys: Iterable[str], dataset: str) -> str:
+    """The dataset as a literal (partition pruning; MERGEs of different datasets never conflict)."""
+    return " AND ".join([f"t.dataset = '{dataset}'"] + [f"t.{k} = s.{k}" for k in keys if k != "dataset"])
+
+
+def _execute(merge: Any) -> dict[str, int]:
+    done = merge.execute()
+    return {name: int(done.get(key) or 0) for name, key in _MERGE_COUNTS.items()}
+
+
+def _current(table: Any, dataset: str, columns: list[str], entry_ids: set[str]) -> pa.Table:
+    """`columns` of the dataset's rows for these entries, as of the snapshot `table` holds.
+
+    Filtered batch by batch here, not by the scan: pyarrow cannot compare the `string_view`
+    statistics of the files delta-rs writes with a `string` filter (ArrowNotImplementedError)."""
+    wanted = pa.array(sorted(entry_ids), pa.string())
+    rows = table.to_pyarrow_dataset(file_pruning_predicate=[("dataset", "=", dataset)])
+    kept = [
+        batch.filter(pc.is_in(batch.column("entry_id"), value_set=wanted)) for batch in rows.to_batches(columns=columns)
+    ]
+    schema = rows.schema
+    return pa.Table.from_batches(kept, schema=pa.schema([schema.field(c) for c in columns]))
+
+
+def _ids(rows: pa.Table) -> set[str]:
+    return set(rows.column("entry_id").to_pylist()) if rows.num_rows else set()
+
+
+def _first_per_key(rows: pa.Table, keys: Iterable[str]) -> pa.Table:
+    """One row per key: the first in a fixed order (file, then position), so a rerun keeps the same."""
+    keys = list(keys)
+    seen: set[tuple[Any, ...]] = set()
+    keep = []
+    for index, key in enumerate(zip(*(rows.column(k).to_pylist() for k in keys), strict=True)):
+        if key not in seen:
+            seen.add(key)
+            keep.append(index)
+    if len(keep) == rows.num_rows:
+        return rows
+    return rows.take(pa.array(keep, pa.int64()))
+
+
+def _stamp(run_id: str, started: datetime) -> dict[str, Any]:
+    return {"_ingest_run_id": (run_id, pa.string()), "_ingested_at": (started, UTC_TS)}
+
+
+def _stamped(rows: pa.Table, stamp: Mapping[str, tuple[Any, pa.DataType]]) -> pa.Table:
+    return _with(rows, **{name: pa.array([value] * rows.num_rows, type_) for name, (value, type_) in stamp.items()})
+
+
+def _with(rows: pa.Table, **columns: Any) -> pa.Table:
+    """`rows` with these columns set (None: all null, of the column's table type later)."""
+    for name, values in columns.items():
+        column = values if values is not None else pa.nulls(rows.num_rows, pa.string())
+        index = rows.schema.get_field_index(name)
+        rows = rows.set_column(index, name, column) if index >= 0 else rows.append_column(name, column)
+    return rows
+
+
+def _conform(rows: pa.Table, table: str) -> pa.Table:
+    """Columns in the table's order and types (what delta-rs's MERGE matches by name and type)."""
+    schema = table_schema(table)
+    return pa.Table.from_arrays([rows.column(f.name).cast(f.type) for f in schema], schema=schema)

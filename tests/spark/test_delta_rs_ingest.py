@@ -1,0 +1,106 @@
+"""The ingest without a JVM (delta-rs) against the Spark ingest: the same batches into two copies of
+one lake must leave every table equal, row for row, after every batch.
+
+The batches walk the write's rules: newer and older versions, a tombstone before and after its
+entry, a revived entry, a same-`updated` correction that loses, a page of tombstones only, a version
+held twice in one page, the Spark XML traps (dead letters, a page-level failure, a file that does not
+add up and is quarantined whole), and a forced rerun of everything. Spark (real, local) reads both
+lakes; nothing is mocked.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from placsp_provider.datasets import get_dataset
+from placsp_provider.delta_rs import silver_job as delta_rs_job
+from placsp_provider.lake import LAKE_TABLES, table_path
+from placsp_provider.spark.silver_job import IngestRequest, run_ingest
+from tests.conservation import assert_conserved
+from tests.pages import day, page
+from tests.spark.bronze import land
+from tests.spark.test_silver_ingest import _traps, _two_results, listed
+
+pytestmark = pytest.mark.spark
+
+# Clock columns differ between any two runs, whatever engine wrote them.
+_CLOCKS = {"_ingested_at", "ingested_at", "processing_timestamp"}
+
+
+def _contents(spark, lake: Path) -> dict[str, list[str]]:
+    out = {}
+    for name in LAKE_TABLES:
+        df = spark.read.format("delta").load(str(table_path(lake, name)))
+        out[name] = sorted(str(r) for r in df.select(*[f"`{c}`" for c in df.columns if c not in _CLOCKS]).collect())
+    return out
+
+
+def _batches() -> list[tuple[str, dict[str, bytes]]]:
+    ok = lambda n: (n, day(5, 10))  # noqa: E731
+    refused = b'<?xml version="1.0"?>\n<!DOCTYPE feed [<!ENTITY x "y">]>\n' + page([ok(81)]).split(b"?>", 1)[1]
+    return [
+        ("2022-01-05", {"p2.atom": page([(1, day(5)), (2, day(2)), (3, day(3))], tombstones=[(1, day(4, 1))])}),
+        ("2022-01-06", {"p3.atom": _two_results(page([(3, day(6)), (4, day(6))]))}),
+        ("2022-01-07", {"p4.atom": _two_results(page([(2, day(3))]))}),  # same `updated` as Silver's: loses
+        ("2022-01-08", {"p5.atom": page([], tombstones=[(1, day(7)), (2, day(1)), (9, day(7))])}),
+        ("2022-01-09", {"p6.atom": page([(9, day(6)), (5, day(8)), (6, day(8)), (5, day(8))])}),  # 9: deleted
+        ("2022-01-10", {**_traps(), "refused.atom": refused}),
+    ]
+
+
+def test_delta_rs_leaves_every_table_as_spark_does(spark, tmp_path: Path) -> None:
+    ds = get_dataset("agregadas")
+    spark_lake, rs_lake = tmp_path / "spark", tmp_path / "delta-rs"
+    first = {"p1.atom": page([(1, day(3)), (2, day(3))], tombstones=[(3, day(4))])}
+    land(spark_lake, "agregadas", first, "2022-01-03")
+    run_ingest(spark, IngestRequest(ds, spark_lake, "r1"))  # the lake's tables come from Spark
+    shutil.copytree(spark_lake, rs_lake)
+    # Landed once, copied: the Bronze files, manifests and their names are the same in both lakes.
+    for step, (interval, pages) in enumerate(_batches(), start=2):
+        land(spark_lake, "agregadas", pages, interval)
+        shutil.rmtree(rs_lake / "bronze")
+        shutil.copytree(spark_lake / "bronze", rs_lake / "bronze")
+        run_id = f"r{step}"
+        by_spark = run_ingest(spark, IngestRequest(ds, spark_lake, run_id))
+        by_rs = delta_rs_job.run_ingest(IngestRequest(ds, rs_lake, run_id))
+        assert _contents(spark, rs_lake) == _contents(spark, spark_lake), f"after batch {step} ({interval})"
+        assert by_rs["merge"] == by_spark["merge"], f"batch {step}"
+        assert by_rs["conservation"] == by_spark["conservation"]
+    # The batches did reach every rule: a tombstone applied, a whole file quarantined, one refused.
+    deleted = spark.read.format("delta").load(str(table_path(rs_lake, "entries"))).where("deleted_at IS NOT NULL")
+    assert {r.entry_id.rsplit("/", 1)[-1] for r in deleted.collect()} >= {"1", "9"}
+    letters = spark.read.format("delta").load(str(table_path(rs_lake, "dead_letters")))
+    assert {"count_mismatch", "dtd_refused", "invalid_amount"} <= {r.error_type for r in letters.collect()}
+    # Counted from the tables against lxml's own reading of the pages: nothing lost, nothing twice.
+    p6 = _batches()[4][1]
+    assert assert_conserved(spark, rs_lake, "agregadas", "r6", listed(p6)).silver_rows_of_run == 3  # entry 5 twice
+
+    before = _contents(spark, rs_lake)
+    again = delta_rs_job.run_ingest(IngestRequest(ds, rs_lake, "r-again", reprocess=True))
+    changed = {t: m for t, m in again["merge"].items() if any(m.get(k) for k in ("inserted", "updated", "deleted"))}
+    assert changed == {} and again["files"]["ingested"] == 1 + sum(len(p) for _, p in _batches())
+    assert _contents(spark, rs_lake) == before
+
+
+def test_the_engine_is_delta_rs_only_for_a_small_batch_into_existing_tables(spark, tmp_path: Path, monkeypatch) -> None:
+    ds = get_dataset("agregadas")
+    lake = tmp_path / "lake"
+    land(lake, "agregadas", {"a.atom": page([(1, day(3))])}, "2022-01-03")
+    request = IngestRequest(ds, lake, "r1")
+    assert delta_rs_job.choose_engine(request) == "spark"  # no tables yet: Spark creates them
+    with pytest.raises(Exception, match="first ingest runs on Spark"):
+        delta_rs_job.run_ingest(request)
+    run_ingest(spark, request)
+    land(lake, "agregadas", {"b.atom": page([(2, day(4))])}, "2022-01-04")
+    assert delta_rs_job.choose_engine(request) == "delta-rs"
+    monkeypatch.setenv(delta_rs_job.MAX_MB_ENV, "0.001")  # the new page is larger than 1 KB
+    assert delta_rs_job.choose_engine(request) == "spark"
+    assert delta_rs_job.choose_engine(request, "delta-rs") == "delta-rs"
+    monkeypatch.setenv(delta_rs_job.ENGINE_ENV, "spark")
+    monkeypatch.delenv(delta_rs_job.MAX_MB_ENV)
+    assert delta_rs_job.choose_engine(request) == "spark"
+    with pytest.raises(ValueError, match="unknown ingest engine"):
+        delta_rs_job.choose_engine(request, "duckdb")
