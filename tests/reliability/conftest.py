@@ -56,7 +56,9 @@ def copy_lake(source: Path, to: Path) -> Path:
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     """What the placsp processes cost: wall time depends on the machine's load, CPU time much less."""
     if harness.RUNS:
-        spark = [r for r in harness.RUNS if r.args and r.args[0] in ("ingest", "dead-letters")]
+        spark = [
+            r for r in harness.RUNS if r.args and r.args[0] in ("ingest", "dead-letters") and "delta-rs" not in r.args
+        ]
         terminalreporter.write_line(
             f"reliability: {len(harness.RUNS)} placsp processes ({len(spark)} with Spark, "
             f"{sum(r.killed is not None for r in harness.RUNS)} killed): "

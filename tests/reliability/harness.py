@@ -104,7 +104,10 @@ def changes_rows(lake: Path, commit: Commit) -> bool:
             if info.get("operation") != "MERGE":
                 return True
             metrics = info.get("operationMetrics") or {}
-            return any(int(metrics.get(f"numTargetRows{k}", 0)) for k in ("Inserted", "Updated", "Deleted"))
+            # delta-spark's names, then delta-rs's
+            names = [f"numTargetRows{k}" for k in ("Inserted", "Updated", "Deleted")]
+            names += [f"num_target_rows_{k}" for k in ("inserted", "updated", "deleted")]
+            return any(int(metrics.get(name, 0)) for name in names)
     return True
 
 
@@ -272,8 +275,10 @@ def kill_group(proc: subprocess.Popen) -> None:
     raise AssertionError(f"process group {pgid} still alive 30 s after SIGKILL")
 
 
-def ingest_args(lake: Path, dataset: str, run_id: str) -> list[str]:
-    return ["ingest", "--dataset", dataset, "--lake", str(lake), "--run-id", run_id, "--json"]
+def ingest_args(lake: Path, dataset: str, run_id: str, engine: str = "spark") -> list[str]:
+    """`placsp ingest`, its engine named: the CLI's default (auto) would take delta-rs for a daily run
+    into an existing lake, and each engine is killed by tests of its own."""
+    return ["ingest", "--dataset", dataset, "--lake", str(lake), "--run-id", run_id, "--engine", engine, "--json"]
 
 
 # -- comparing lakes -----------------------------------------------------------------------------------

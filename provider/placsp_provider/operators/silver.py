@@ -27,13 +27,17 @@ if TYPE_CHECKING:
 class PlacspSilverOperator(SparkSubmitOperator):
     """Parse the Bronze pages of one dataset into the Silver Delta tables and the dead letters.
 
-    A thin `SparkSubmitOperator`: it ships the provider package (`--py-files`) and the pinned Delta
-    jars, passes the lake, the run id and the extraction manifest, then reads the job's run summary
-    (rows by table, dead letters by stage and error type, reconciliation) and returns it to XCom.
+    A small batch into a lake whose tables exist (what a daily run brings: up to
+    `$PLACSP_DELTA_RS_MAX_MB`, default 64 MB of pages) is ingested in the task itself, by delta-rs,
+    without a JVM (`engine="auto"`, the default; docs/architecture.md). Otherwise, and always with
+    `engine="spark"`, it is a thin `SparkSubmitOperator`: it ships the provider package
+    (`--py-files`) and the pinned Delta jars, passes the lake, the run id and the extraction
+    manifest, then reads the job's run summary (rows by table, dead letters by stage and error
+    type, reconciliation). Either way the summary is returned to XCom.
 
     OpenLineage (docs/lineage.md): the task reports Bronze in and the lake's tables out, with the run
-    summary's counts; the job runs the OpenLineage Spark listener, whose events name this task run as
-    their parent.
+    summary's counts, whichever engine wrote; a Spark job runs the OpenLineage Spark listener, whose
+    events name this task run as their parent.
 
     Master: the Spark connection (`conn_id`, default `spark_default`, e.g. `spark://host:7077`); when
     that connection does not exist, `local[*]` with the pip-installed Spark.
@@ -42,6 +46,7 @@ class PlacspSilverOperator(SparkSubmitOperator):
     :param lake: lake root; defaults to `$PLACSP_LAKE`.
     :param manifest: extraction manifest(s) to ingest (templated; typically the extract task's
         XCom `manifest`); default: every manifest of the dataset not yet ingested.
+    :param engine: `auto`, `spark` or `delta-rs`; default `$PLACSP_INGEST_ENGINE`, else `auto`.
     """
 
     template_fields: Sequence[str] = (*SparkSubmitOperator.template_fields, "dataset", "lake", "manifest")
@@ -56,6 +61,7 @@ class PlacspSilverOperator(SparkSubmitOperator):
         manifest: str | None = None,
         conn_id: str = SPARK_CONN_DEFAULT,
         application: str | None = None,
+        engine: str | None = None,
         **kwargs: Any,
     ) -> None:
         kwargs.setdefault("name", f"placsp-silver-{dataset}")
@@ -69,6 +75,7 @@ class PlacspSilverOperator(SparkSubmitOperator):
         self.dataset = dataset
         self.lake = lake
         self.manifest = manifest
+        self.engine = engine
         self._summary: dict[str, Any] | None = None  # what execute returned, for the lineage events
 
     def execute(self, context: Context) -> dict[str, Any]:  # type: ignore[override]
@@ -88,6 +95,9 @@ class PlacspSilverOperator(SparkSubmitOperator):
             self.log.info("dataset %s: the manifest %s lists no pages; nothing to ingest", ds.key, self.manifest)
             self._summary = _nothing_to_do(ds.key, run_id, lake)
             return self._summary
+        summary = self._ingest_without_spark(ds, lake, run_id)
+        if summary is not None:
+            return summary
         args = ["--dataset", ds.key, "--lake", str(lake), "--run-id", run_id]
         if self.manifest:
             args += ["--manifest", str(self.manifest)]
@@ -98,6 +108,22 @@ class PlacspSilverOperator(SparkSubmitOperator):
             with spark_connection_or_local(self.spark_conn_id, self.log):
                 super().execute(context)
         summary = json.loads(run_summary_path(lake, ds.key, run_id).read_text())
+        self.log.info("dataset %s: Silver run summary:\n%s", ds.key, json.dumps(summary, indent=2, sort_keys=True))
+        self._summary = summary
+        return summary
+
+    def _ingest_without_spark(self, ds: Any, lake: Path, run_id: str) -> dict[str, Any] | None:
+        """Ingest here with delta-rs when the engine choice says so; None: Spark's turn."""
+        from placsp_provider.delta_rs import silver_job as delta_rs_job
+        from placsp_provider.spark.silver_job import IngestRequest
+
+        manifests = (Path(self.manifest),) if self.manifest else ()
+        request = IngestRequest(ds, lake, run_id, manifests)
+        if delta_rs_job.choose_engine(request, self.engine) != "delta-rs":
+            return None
+        self.log.info("dataset %s: Silver ingest of %s with delta-rs, in this task (run %s)", ds.key, lake, run_id)
+        summary = delta_rs_job.run_ingest(request)
+        summary.pop("summary_file", None)
         self.log.info("dataset %s: Silver run summary:\n%s", ds.key, json.dumps(summary, indent=2, sort_keys=True))
         self._summary = summary
         return summary

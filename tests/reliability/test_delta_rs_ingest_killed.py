@@ -1,0 +1,88 @@
+"""The daily run on delta-rs (`placsp ingest --engine delta-rs`, the real CLI, no JVM) killed with
+SIGKILL after each of its commits, and two of them started at once.
+
+Its reruns use the run id of the run they replace, as an Airflow retry does. The lake must end equal
+to the clean daily run that Spark made (`reference.day2`): the same rows in every table, clocks
+aside, so the chain proves the two engines' writes and their recovery alike. delta-rs commits
+one table after another (dead letters, entries, the results' delete, the tombstone log, the
+results' insert, the tombstones applied, the reconciliation), in a fraction of a second each: the
+kill lands after every one of them in turn, not mid-MERGE (a MERGE's uncommitted files are named by
+no commit and never read, as on Spark: tests/reliability/test_ingest_killed.py kills one).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from tests.conservation import assert_conserved_with_delta_rs
+from tests.reliability import corpus, harness
+from tests.reliability.conftest import DAY2_RUN, Reference, copy_lake
+from tests.reliability.test_ingest_killed import DAILY_RUN_COMMITS
+
+pytestmark = [pytest.mark.spark, pytest.mark.reliability, pytest.mark.timeout(1200)]
+
+
+def ingest(lake: Path, run_id: str, tmp_path: Path, name: str, trigger: harness.Trigger | None = None):
+    args = harness.ingest_args(lake, corpus.DATASET, run_id, engine="delta-rs")
+    return harness.run(args, trigger=trigger, workdir=tmp_path, name=name)
+
+
+def test_a_daily_run_on_delta_rs_killed_after_each_commit_ends_as_sparks_clean_run(
+    reference: Reference, tmp_path: Path
+) -> None:
+    lake = copy_lake(reference.day1, tmp_path / "lake")
+    corpus.land_day2(lake)
+    remaining = Counter(DAILY_RUN_COMMITS)
+    kills = 0
+    while remaining.total() > 1:
+        before = harness.commits(lake)
+        killed = ingest(lake, DAY2_RUN, tmp_path, f"kill-{kills + 1}", harness.after_changes(lake, 1))
+        assert killed.killed, f"the rerun ended before its next change:\n{killed.stderr[-3000:]}"
+        kills += 1
+        changed = Counter(c.table for c in harness.commits(lake) - before if harness.changes_rows(lake, c))
+        # Nothing done twice: each change is one of the clean run's not made yet (the kill may land a
+        # moment after a second commit).
+        assert changed.total() >= 1 and not changed - remaining, (dict(changed), dict(remaining))
+        remaining -= changed
+        harness.assert_nothing_twice(lake)
+    before = harness.commits(lake)
+    ingest(lake, DAY2_RUN, tmp_path, "last").ok()
+    changed = Counter(c.table for c in harness.commits(lake) - before if harness.changes_rows(lake, c))
+    assert changed == remaining and changed["reconciliation"] == 1, (dict(changed), dict(remaining))
+    assert kills >= len(DAILY_RUN_COMMITS)  # at least one kill after a commit to each table
+    counts = harness.assert_same_lake(lake, reference.day2)
+    harness.assert_nothing_twice(lake)
+    assert_conserved_with_delta_rs(lake, corpus.DATASET, DAY2_RUN, corpus.records(corpus.day2_pages()))
+    assert counts["entries"] > 0 and counts["dead_letters"] > 0 and counts["reconciliation"] > 0
+    harness.NOTES.append(f"daily run on delta-rs killed {kills} times, once after each change of the clean run")
+
+
+def test_two_daily_runs_on_delta_rs_at_once_both_end_and_write_everything_once(
+    reference: Reference, tmp_path: Path
+) -> None:
+    """delta-rs's commit check against a concurrent writer: the loser's MERGE fails and its whole
+    write is done again from the new snapshot (`retry_on_conflict`), deciding afresh what is newer."""
+    lake = copy_lake(reference.day1, tmp_path / "lake")
+    corpus.land_day2(lake)
+    outcomes: dict[str, harness.Outcome] = {}
+    start = threading.Barrier(2)
+
+    def run(run_id: str) -> None:
+        start.wait()
+        outcomes[run_id] = ingest(lake, run_id, tmp_path, run_id)
+
+    runners = [threading.Thread(target=run, args=(run_id,)) for run_id in ("one", "two")]
+    for t in runners:
+        t.start()
+    for t in runners:
+        t.join()
+    for run_id, outcome in outcomes.items():
+        assert outcome.returncode == 0, f"ingest {run_id} failed:\n{outcome.stderr[-4000:]}"
+    harness.assert_same_lake(lake, reference.day2, ignore=harness.CLOCK_COLUMNS | harness.RUN_ID_COLUMNS)
+    harness.assert_nothing_twice(lake)
+    retried = sum("a concurrent writer committed first" in o.stderr for o in outcomes.values())
+    harness.NOTES.append(f"two daily runs on delta-rs at once: {retried} of them wrote again after a conflict")
