@@ -120,6 +120,9 @@ def delta_commits(spark: Any, lake: Path, since: dict[str, int]) -> list[dict[st
         for r in sorted(history.collect(), key=lambda r: r["version"]):
             if r["version"] > since.get(table, -1):
                 metrics = {k: int(v) for k, v in (r["operationMetrics"] or {}).items() if str(v).isdigit()}
+                for ours, theirs in _DELTA_RS_METRICS.items():  # a commit delta-rs made (the replay's status)
+                    if theirs in metrics:
+                        metrics.setdefault(ours, metrics[theirs])
                 out.append(
                     {
                         "table": table,
@@ -130,6 +133,15 @@ def delta_commits(spark: Any, lake: Path, since: dict[str, int]) -> list[dict[st
                     }
                 )
     return out
+
+
+# delta-spark's names of a MERGE's metrics, and delta-rs's for the same.
+_DELTA_RS_METRICS = {
+    "executionTimeMs": "execution_time_ms",
+    "numTargetRowsInserted": "num_target_rows_inserted",
+    "numTargetRowsUpdated": "num_target_rows_updated",
+    "numTargetRowsDeleted": "num_target_rows_deleted",
+}
 
 
 def merge_seconds(commits: list[dict[str, Any]]) -> list[tuple[str, float]]:

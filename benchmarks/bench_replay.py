@@ -363,7 +363,7 @@ def _parts(run: dict[str, Any], replay: bool) -> dict[str, float]:
     silver = run.get("silver_merge_wall_s", sum(s for t, s in merges if t in _SILVER))
     out = {f"Silver MERGEs ({sum(t in _SILVER for t, _ in merges)}; at once where their tables differ)": silver}
     if replay:
-        out["status MERGE on `dead_letters`"] = dead
+        out["status MERGE on `dead_letters` (delta-rs)"] = dead
     else:
         out |= {"dead letters insert-only MERGE (beside Silver's)": dead, "reconciliation MERGE": recon}
     return out | {_REST: run["seconds"] - run.get("merge_wall_s", sum(out.values()))}

@@ -3,6 +3,8 @@ and inside functions) of the source files:
 
 - `parser/` (the page parser) imports neither pyspark nor Airflow: it runs on executors and in tests;
 - `spark/` never imports Airflow: the jobs run on a cluster that has no Airflow;
+- `delta_rs/` imports neither pyspark, delta-spark nor Airflow: it runs in the task without a JVM, and
+  in the Spark job;
 - sensors, triggers and DAG files never import pyspark or the parser: they run in the triggerer and
   the DAG processor, which must stay light.
 """
@@ -23,6 +25,7 @@ PACKAGE = REPO / "provider" / "placsp_provider"
 RULES = [
     (PACKAGE / "parser", ("pyspark", "delta", "airflow")),
     (PACKAGE / "spark", ("airflow",)),
+    (PACKAGE / "delta_rs", ("pyspark", "delta", "airflow")),  # the ingest without a JVM, run in the task
     (PACKAGE / "sensors", ("pyspark", "delta", "placsp_provider.parser", "placsp_provider.spark")),
     (PACKAGE / "triggers", ("pyspark", "delta", "placsp_provider.parser", "placsp_provider.spark")),
     (REPO / "dags", ("pyspark", "delta", "placsp_provider.parser", "placsp_provider.spark")),

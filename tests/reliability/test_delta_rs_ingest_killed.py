@@ -13,11 +13,13 @@ no commit and never read, as on Spark: tests/reliability/test_ingest_killed.py k
 from __future__ import annotations
 
 import threading
+import time
 from collections import Counter
 from pathlib import Path
 
 import pytest
 
+from placsp_provider.lake import staging_dir
 from tests.conservation import assert_conserved_with_delta_rs
 from tests.reliability import corpus, harness
 from tests.reliability.conftest import DAY2_RUN, Reference, copy_lake
@@ -86,3 +88,32 @@ def test_two_daily_runs_on_delta_rs_at_once_both_end_and_write_everything_once(
     harness.assert_nothing_twice(lake)
     retried = sum("a concurrent writer committed first" in o.stderr for o in outcomes.values())
     harness.NOTES.append(f"two daily runs on delta-rs at once: {retried} of them wrote again after a conflict")
+
+
+def test_a_daily_run_on_spark_and_one_on_delta_rs_at_once_both_end_and_write_everything_once(
+    reference: Reference, tmp_path: Path
+) -> None:
+    """The two engines as concurrent writers of one dataset (a manual Spark run next to the scheduled
+    delta-rs one). The delta-rs run starts once the Spark run has chosen its pages (its staging
+    folder exists) and is done before Spark writes: Spark then MERGEs the same rows into tables
+    another engine changed since its reads, through one Delta log and protocol."""
+    lake = copy_lake(reference.day1, tmp_path / "lake")
+    corpus.land_day2(lake)
+    staging = staging_dir(lake, corpus.DATASET)
+    spark_args = harness.ingest_args(lake, corpus.DATASET, "by-spark", engine="spark")
+    outcomes: dict[str, harness.Outcome] = {}
+    runner = threading.Thread(
+        target=lambda: outcomes.update(spark=harness.run(spark_args, workdir=tmp_path, name="spark"))
+    )
+    runner.start()
+    deadline = time.monotonic() + 600
+    while not (staging.is_dir() and any(p.is_dir() for p in staging.iterdir())):
+        assert runner.is_alive() and time.monotonic() < deadline, "the Spark run never staged its pages"
+        time.sleep(0.05)
+    outcomes["delta-rs"] = ingest(lake, "by-delta-rs", tmp_path, "delta-rs")
+    runner.join()
+    for engine, outcome in outcomes.items():
+        assert outcome.returncode == 0, f"the {engine} ingest failed:\n{outcome.stderr[-4000:]}"
+    assert outcomes["spark"].json()["files"]["ingested"] == 3  # it did not find them reconciled already
+    harness.assert_same_lake(lake, reference.day2, ignore=harness.CLOCK_COLUMNS | harness.RUN_ID_COLUMNS)
+    harness.assert_nothing_twice(lake)

@@ -104,3 +104,29 @@ def test_the_engine_is_delta_rs_only_for_a_small_batch_into_existing_tables(spar
     assert delta_rs_job.choose_engine(request) == "spark"
     with pytest.raises(ValueError, match="unknown ingest engine"):
         delta_rs_job.choose_engine(request, "duckdb")
+
+
+def test_the_silver_operator_ingests_a_daily_batch_in_the_task_without_spark_submit(
+    spark, tmp_path: Path, monkeypatch
+) -> None:
+    """The operator's engine choice, run for real on a lake Spark created; spark-submit is replaced by
+    a failure (the one stand-in here) to prove the task never starts a JVM for this batch."""
+    from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+
+    from placsp_provider.operators.silver import PlacspSilverOperator
+
+    lake = tmp_path / "lake"
+    land(lake, "agregadas", {"p1.atom": page([(1, day(3))])}, "2022-01-03")
+    run_ingest(spark, IngestRequest(get_dataset("agregadas"), lake, "r1"))
+    p2 = {"p2.atom": page([(1, day(4)), (2, day(4))], tombstones=[(3, day(4))])}
+    manifest = land(lake, "agregadas", p2, "2022-01-04")
+
+    def no_spark(*args, **kwargs):
+        raise AssertionError("spark-submit started for a daily batch")
+
+    monkeypatch.setattr(SparkSubmitOperator, "execute", no_spark)
+    op = PlacspSilverOperator(task_id="silver", dataset="agregadas", lake=str(lake), manifest=str(manifest))
+    summary = op.execute({"run_id": "scheduled__2022-01-04"})  # type: ignore[arg-type]
+    assert summary["files"]["ingested"] == 1
+    accounted = assert_conserved(spark, lake, "agregadas", "scheduled__2022-01-04", listed(p2))
+    assert accounted.silver_rows_of_run == 3  # two entries and the tombstone, counted in the tables

@@ -22,7 +22,7 @@ import pyarrow.parquet as pq
 
 from placsp_provider.bronze.landing import run_folder
 from placsp_provider.bronze.manifest import LandedPage
-from placsp_provider.delta_rs.silver_write import RoutedBatch, is_commit_conflict, write_batch
+from placsp_provider.delta_rs.silver_write import RoutedBatch, is_commit_conflict, scan, write_batch
 from placsp_provider.errors import BronzePageError
 from placsp_provider.lake import DEAD_LETTER_TABLE, LAKE_TABLES, SILVER_TABLES, staging_dir, table_path
 from placsp_provider.parser.silver_schema import SCHEMAS
@@ -80,8 +80,8 @@ def pages_to_ingest(request: IngestRequest) -> tuple[list[LandedPage], int]:
     if request.reprocess or not pages:
         return list(pages.values()), 0
     reconciliation = DeltaTable(str(table_path(request.lake.resolve(), "reconciliation")))
-    rows = reconciliation.to_pyarrow_dataset(file_pruning_predicate=[("dataset", "=", request.dataset.key)])
-    done = set(rows.to_table(columns=["source_file"]).column("source_file").to_pylist())
+    rows = scan(reconciliation, request.dataset.key).to_table(columns=["source_file"])
+    done = set(rows.column("source_file").to_pylist())
     todo = [p for f, p in pages.items() if f not in done]
     return todo, len(pages) - len(todo)
 

@@ -259,17 +259,23 @@ def _execute(merge: Any) -> dict[str, int]:
 
 
 def _current(table: Any, dataset: str, columns: list[str], entry_ids: set[str]) -> pa.Table:
-    """`columns` of the dataset's rows for these entries, as of the snapshot `table` holds.
-
-    Filtered batch by batch here, not by the scan: pyarrow cannot compare the `string_view`
-    statistics of the files delta-rs writes with a `string` filter (ArrowNotImplementedError)."""
+    """`columns` of the dataset's rows for these entries, as of the snapshot `table` holds."""
     wanted = pa.array(sorted(entry_ids), pa.string())
-    rows = table.to_pyarrow_dataset(file_pruning_predicate=[("dataset", "=", dataset)])
-    kept = [
-        batch.filter(pc.is_in(batch.column("entry_id"), value_set=wanted)) for batch in rows.to_batches(columns=columns)
-    ]
-    schema = rows.schema
-    return pa.Table.from_batches(kept, schema=pa.schema([schema.field(c) for c in columns]))
+    rows = scan(table, dataset)
+    # Files rewritten by delta-rs hold strings as string_view: compared as plain strings.
+    return rows.to_table(columns=columns, filter=pc.field("entry_id").cast(pa.string()).isin(wanted))
+
+
+def scan(table: Any, dataset: str) -> Any:
+    """The dataset's partition of `table` as a pyarrow dataset, read through Arrow's own local
+    filesystem: deltalake's default one crashes or hangs processes at exit (`dead_letters.stats`)."""
+    from urllib.parse import unquote, urlsplit
+
+    import pyarrow.fs as pafs
+
+    folder = unquote(urlsplit(table.table_uri).path)  # the lake is a local path (docs/architecture.md)
+    root = pafs.SubTreeFileSystem(folder, pafs.LocalFileSystem())
+    return table.to_pyarrow_dataset(filesystem=root, file_pruning_predicate=[("dataset", "=", dataset)])
 
 
 def _ids(rows: pa.Table) -> set[str]:

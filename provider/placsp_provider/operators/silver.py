@@ -123,7 +123,6 @@ class PlacspSilverOperator(SparkSubmitOperator):
             return None
         self.log.info("dataset %s: Silver ingest of %s with delta-rs, in this task (run %s)", ds.key, lake, run_id)
         summary = delta_rs_job.run_ingest(request)
-        summary.pop("summary_file", None)
         self.log.info("dataset %s: Silver run summary:\n%s", ds.key, json.dumps(summary, indent=2, sort_keys=True))
         self._summary = summary
         return summary

@@ -196,7 +196,7 @@ def run_replay(spark: SparkSession, request: ReplayRequest) -> dict[str, Any]:
         if outcome.result == STILL_FAILING and outcome.selected.attempts + 1 >= request.max_attempts:
             outcome.result = ABANDONED
     if not request.dry_run and outcomes:
-        _mark(spark, lake, ds.key, request.run_id, list(outcomes.values()), started)
+        _mark(lake, ds.key, request.run_id, list(outcomes.values()), started)
     summary = _summary(request, ds, outcomes, reprocessed, silver)
     write_summary(summary, request)
     return summary
@@ -346,61 +346,24 @@ def _replay_files(
     return sorted(p.file for p in pages), metrics
 
 
-def _mark(spark: SparkSession, lake: Path, dataset: str, run_id: str, outcomes: list[Outcome], at: datetime) -> None:
-    """Record every outcome on its dead letter, only if nobody changed it since it was selected."""
-    from delta.tables import DeltaTable
-    from pyspark.sql import functions as F
-    from pyspark.sql.types import IntegerType, StringType, StructField, StructType
-
-    from placsp_provider.spark.silver_merge import retry_on_conflict
+def _mark(lake: Path, dataset: str, run_id: str, outcomes: list[Outcome], at: datetime) -> None:
+    """Record every outcome on its dead letter, only if nobody changed it since it was selected
+    (by delta-rs: `delta_rs.dead_letter_status`)."""
+    from placsp_provider.delta_rs.dead_letter_status import StatusChange, record_outcomes
 
     status = {RECOVERED: REPLAYED, STILL_FAILING: QUARANTINED, ABANDONED: lifecycle.ABANDONED}
-    schema = StructType(
-        [
-            StructField("dead_letter_id", StringType(), False),
-            StructField("was_status", StringType(), False),
-            StructField("was_attempts", IntegerType(), False),
-            StructField("new_status", StringType(), False),
-            StructField("error_type", StringType(), True),
-            StructField("error_message", StringType(), True),
-        ]
-    )
-    source = spark.createDataFrame(
-        [
-            (
-                o.selected.dead_letter_id,
-                o.selected.status,
-                o.selected.attempts,
-                status[o.result],
-                o.error_type,
-                o.error_message,
-            )
-            for o in outcomes
-        ],
-        schema,
-    )
-    # The run id travels as a column of the source: no SQL literal to quote.
-    source = source.withColumn("replay_run_id", F.lit(run_id))
-    stamp = f"timestamp'{at.strftime('%Y-%m-%d %H:%M:%S')}+00:00'"
-    replayed = "s.new_status = 'replayed'"
-    table = DeltaTable.forPath(spark, str(table_path(lake, "dead_letters")))
-    merge = (
-        table.alias("t")
-        .merge(source.alias("s"), f"t.dataset = '{dataset}' AND t.dead_letter_id = s.dead_letter_id")
-        .whenMatchedUpdate(
-            condition="t.status = s.was_status AND t.attempts = s.was_attempts",
-            set={
-                "status": "s.new_status",
-                "attempts": "t.attempts + 1",
-                "last_attempt_at": stamp,
-                "replayed_at": f"CASE WHEN {replayed} THEN {stamp} ELSE t.replayed_at END",
-                "replay_run_id": f"CASE WHEN {replayed} THEN s.replay_run_id ELSE t.replay_run_id END",
-                "error_type": "coalesce(s.error_type, t.error_type)",
-                "error_message": "coalesce(s.error_message, t.error_message)",
-            },
+    changes = [
+        StatusChange(
+            o.selected.dead_letter_id,
+            o.selected.status,
+            o.selected.attempts,
+            status[o.result],
+            o.error_type,
+            o.error_message,
         )
-    )
-    retry_on_conflict(merge.execute, what=f"dataset {dataset}: replay {run_id}: dead-letter status update")
+        for o in outcomes
+    ]
+    record_outcomes(lake, dataset, run_id, changes, at)
 
 
 def _summary(
