@@ -53,17 +53,16 @@ def _read_back(path: Path, dataset: str, dead_letter_id: str) -> list[str]:
     """The `raw_record` of that dead letter as now committed: the dataset's partition only, the id
     filtered in the Parquet scan, through Arrow's own filesystem
     (deltalake's default one crashes or hangs processes at exit: see `dead_letters.stats.count`)."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
     import pyarrow.fs as pafs
     from deltalake import DeltaTable
+
+    from placsp_provider.table_files import text_equals
 
     filesystem = pafs.SubTreeFileSystem(str(path.resolve()), pafs.LocalFileSystem())
     files = DeltaTable(str(path)).to_pyarrow_dataset(
         filesystem=filesystem,
         file_pruning_predicate=[("dataset", "=", dataset)],
     )
-    # Files rewritten by delta-rs hold strings as string_view; compare as plain strings.
-    wanted = pc.field("dead_letter_id").cast(pa.string()) == dead_letter_id
+    wanted = text_equals("dead_letter_id", dead_letter_id)  # files of both engines (table_files)
     rows = files.to_table(columns=["raw_record"], filter=wanted)
     return rows.column("raw_record").to_pylist()

@@ -109,19 +109,21 @@ class DeadLetterQuery:
         return out
 
     def row_filter(self) -> Any:
-        """The same conditions as an Arrow expression (exact rows; pushed into the Parquet scan)."""
+        """The same conditions as an Arrow expression (exact rows; applied in the Parquet scan)."""
         import pyarrow as pa
         import pyarrow.dataset as pads
 
+        from placsp_provider.table_files import text_equals, text_in
+
         expr = None
         for column, op, value in self.pruning_filters():
-            ref = pads.field(column)
+            # Strings compared as `string`: delta-rs writes some files with `string_view` (table_files).
             if op == "=":
-                term = ref == value
+                term = text_equals(column, value)
             elif op == "in":
-                term = ref.isin(value)
+                term = text_in(column, value)
             else:
-                term = ref >= pa.scalar(value, type=pa.timestamp("us", tz="UTC"))
+                term = pads.field(column) >= pa.scalar(value, type=pa.timestamp("us", tz="UTC"))
             expr = term if expr is None else expr & term
         return expr
 

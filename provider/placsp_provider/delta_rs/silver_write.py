@@ -27,11 +27,11 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from placsp_provider.lake import CHILD_TABLES, table_path
 from placsp_provider.parser.silver_schema import BUSINESS_KEYS
 from placsp_provider.spark.tables import UTC_TS, table_schema
+from placsp_provider.table_files import text_in
 
 # What a MERGE changed, from the metrics delta-rs returns, under the names the run summary uses.
 _MERGE_COUNTS = {
@@ -260,10 +260,8 @@ def _execute(merge: Any) -> dict[str, int]:
 
 def _current(table: Any, dataset: str, columns: list[str], entry_ids: set[str]) -> pa.Table:
     """`columns` of the dataset's rows for these entries, as of the snapshot `table` holds."""
-    wanted = pa.array(sorted(entry_ids), pa.string())
     rows = scan(table, dataset)
-    # Files rewritten by delta-rs hold strings as string_view: compared as plain strings.
-    return rows.to_table(columns=columns, filter=pc.field("entry_id").cast(pa.string()).isin(wanted))
+    return rows.to_table(columns=columns, filter=text_in("entry_id", sorted(entry_ids)))  # see table_files
 
 
 def scan(table: Any, dataset: str) -> Any:

@@ -274,10 +274,16 @@ def _open(path: Path, pruning: list[tuple[str, str, Any]]) -> tuple[Any, int, li
     from deltalake import DeltaTable
     from deltalake.exceptions import DeltaError
 
+    from placsp_provider.table_files import with_string_views
+
     try:
         delta = DeltaTable(str(path))
         filesystem = pafs.SubTreeFileSystem(str(path.resolve()), pafs.LocalFileSystem())
-        source = delta.to_pyarrow_dataset(filesystem=filesystem, file_pruning_predicate=pruning)
+        files = delta.to_pyarrow_dataset(filesystem=filesystem, file_pruning_predicate=pruning)
+        # Strings as `string_view`: DuckDB then reads files of both engines (table_files).
+        source = delta.to_pyarrow_dataset(
+            filesystem=filesystem, file_pruning_predicate=pruning, schema=with_string_views(files.schema)
+        )
         return source, delta.version(), list(delta.schema().fields)
     except (DeltaError, pa.ArrowException, OSError) as err:
         raise QualityTableError(path, _reason(err)) from err

@@ -1,0 +1,53 @@
+"""Reading the lake's Delta tables with pyarrow and DuckDB, whichever engine wrote their files.
+
+Spark writes strings as Parquet strings; delta-rs (a daily run's ingest, the replay's status update,
+a record fixed by hand) records `string_view` in each file's Arrow schema, nested ones included. A
+table then holds both kinds, and pyarrow 26 refuses to compare the two (measured on such a table:
+`field == 'x'` or `field.isin([...])` fail with "Function 'equal' / 'greater_equal' has no kernel
+matching input types (string, string_view)", from the row filter or from a file's statistics). So:
+
+- a pyarrow filter on a string column compares it cast to `string` (`text_equals`, `text_in`): no
+  statistics pruning inside a file, which the Delta log's own file pruning makes up for;
+- a DuckDB scan gets a dataset whose schema says `string_view` for every string (`with_string_views`):
+  DuckDB then reads and filters both kinds (every data-contract rule gives the same results on a
+  lake written by either engine: tests/spark/test_delta_rs_ingest.py).
+
+Nothing here imports pyarrow at module level: the sensors import this.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+
+def text_equals(column: str, value: str) -> Any:
+    """`column == value` for a string column, whatever the file's string type."""
+    import pyarrow as pa
+    import pyarrow.dataset as pads
+
+    return pads.field(column).cast(pa.string()) == value
+
+
+def text_in(column: str, values: Iterable[str]) -> Any:
+    """`column IN values` for a string column, whatever the file's string type."""
+    import pyarrow as pa
+    import pyarrow.dataset as pads
+
+    return pads.field(column).cast(pa.string()).isin(pa.array(list(values), pa.string()))
+
+
+def with_string_views(schema: Any) -> Any:
+    """`schema` with every string, at any depth (lists, structs), as `string_view`."""
+    import pyarrow as pa
+
+    def view(t: pa.DataType) -> pa.DataType:
+        if t == pa.string():
+            return pa.string_view()
+        if pa.types.is_list(t):
+            return pa.list_(t.value_field.with_type(view(t.value_type)))
+        if pa.types.is_struct(t):
+            return pa.struct([f.with_type(view(f.type)) for f in t])
+        return t
+
+    return pa.schema([f.with_type(view(f.type)) for f in schema], metadata=schema.metadata)
