@@ -65,10 +65,11 @@ def build_parser() -> argparse.ArgumentParser:
     ing.add_argument("--reprocess", action="store_true", help="ingest again files already reconciled")
     ing.add_argument(
         "--engine",
-        choices=("auto", "spark", "delta-rs"),
+        choices=("auto", "spark", "spark+delta-rs", "delta-rs"),
         default=None,
         help="auto (default; $PLACSP_INGEST_ENGINE): delta-rs, without a JVM, when the lake's tables exist "
-        "and the pages to ingest are at most $PLACSP_DELTA_RS_MAX_MB (64) MB; Spark otherwise",
+        "and the pages to ingest are at most $PLACSP_DELTA_RS_MAX_MB (64) MB; else Spark parses and "
+        "delta-rs writes, up to $PLACSP_DELTA_RS_WRITE_MAX_MB (512) MB; Spark alone above that",
     )
     ing.add_argument("--json", action="store_true", help="print the run summary as JSON on stdout")
     ing.set_defaults(func=_cmd_ingest)
@@ -305,16 +306,18 @@ def _cmd_ingest(args: argparse.Namespace) -> dict[str, Any]:
         raise PlacspError(f"dataset {ds.key}: nothing landed under {landed}; run `placsp extract` first")
     run_id = args.run_id or f"cli__{datetime.now(UTC):%Y%m%dT%H%M%S}_{uuid.uuid4().hex[:6]}"
     request = IngestRequest(ds, lake, run_id, tuple(args.manifest), args.reprocess)
-    if delta_rs_job.choose_engine(request, args.engine) == "delta-rs":
+    engine = delta_rs_job.choose_engine(request, args.engine)
+    if engine == delta_rs_job.DELTA_RS:
         print(f"ingesting dataset {ds.key} with delta-rs (no JVM), run {run_id}...", file=sys.stderr)
         return delta_rs_job.run_ingest(request)
     from placsp_provider.spark.session import get_session
     from placsp_provider.spark.silver_job import run_ingest
 
-    print(f"starting Spark (local) for dataset {ds.key}, run {run_id}...", file=sys.stderr)
+    writer = "spark" if engine == delta_rs_job.SPARK else "delta-rs"
+    print(f"starting Spark (local) for dataset {ds.key}, run {run_id}, written by {writer}...", file=sys.stderr)
     spark = get_session("placsp-ingest")
     try:
-        return run_ingest(spark, request)
+        return run_ingest(spark, request, writer)
     finally:
         spark.stop()
 

@@ -1,5 +1,5 @@
-"""The ingest without a JVM (delta-rs) against the Spark ingest: the same batches into two copies of
-one lake must leave every table equal, row for row, after every batch.
+"""The ingest without a JVM (delta-rs), and Spark's parse written by delta-rs, against the Spark ingest:
+the same batches into copies of one lake must leave every table equal, row for row, after every batch.
 
 The batches walk the write's rules: newer and older versions, a tombstone before and after its
 entry, a revived entry, a same-`updated` correction that loses, a page of tombstones only, a version
@@ -52,23 +52,33 @@ def _batches() -> list[tuple[str, dict[str, bytes]]]:
 
 
 def test_delta_rs_leaves_every_table_as_spark_does(spark, tmp_path: Path) -> None:
+    """Three lakes: Spark parses and writes; delta-rs does both in this process (from the second batch:
+    a fresh lake's tables come from Spark); Spark parses and delta-rs writes (from the first batch)."""
     ds = get_dataset("agregadas")
-    spark_lake, rs_lake = tmp_path / "spark", tmp_path / "delta-rs"
+    spark_lake, rs_lake, mixed_lake = tmp_path / "spark", tmp_path / "delta-rs", tmp_path / "spark+delta-rs"
     first = {"p1.atom": page([(1, day(3)), (2, day(3))], tombstones=[(3, day(4))])}
     land(spark_lake, "agregadas", first, "2022-01-03")
+    shutil.copytree(spark_lake, mixed_lake)
     run_ingest(spark, IngestRequest(ds, spark_lake, "r1"))  # the lake's tables come from Spark
     shutil.copytree(spark_lake, rs_lake)
-    # Landed once, copied: the Bronze files, manifests and their names are the same in both lakes.
+    run_ingest(spark, IngestRequest(ds, mixed_lake, "r1"), writer="delta-rs")
+    assert _contents(spark, mixed_lake) == _contents(spark, spark_lake), "after the fresh lake's first batch"
+    # Landed once, copied: the Bronze files, manifests and their names are the same in every lake.
     for step, (interval, pages) in enumerate(_batches(), start=2):
         land(spark_lake, "agregadas", pages, interval)
-        shutil.rmtree(rs_lake / "bronze")
-        shutil.copytree(spark_lake / "bronze", rs_lake / "bronze")
+        for other in (rs_lake, mixed_lake):
+            shutil.rmtree(other / "bronze")
+            shutil.copytree(spark_lake / "bronze", other / "bronze")
         run_id = f"r{step}"
         by_spark = run_ingest(spark, IngestRequest(ds, spark_lake, run_id))
         by_rs = delta_rs_job.run_ingest(IngestRequest(ds, rs_lake, run_id))
-        assert _contents(spark, rs_lake) == _contents(spark, spark_lake), f"after batch {step} ({interval})"
-        assert by_rs["merge"] == by_spark["merge"], f"batch {step}"
-        assert by_rs["conservation"] == by_spark["conservation"]
+        by_mixed = run_ingest(spark, IngestRequest(ds, mixed_lake, run_id), writer="delta-rs")
+        expected = _contents(spark, spark_lake)
+        assert _contents(spark, rs_lake) == expected, f"after batch {step} ({interval})"
+        assert _contents(spark, mixed_lake) == expected, f"after batch {step} ({interval}), Spark parsing"
+        for by in (by_rs, by_mixed):
+            assert by["merge"] == by_spark["merge"], f"batch {step}"
+            assert by["conservation"] == by_spark["conservation"]
     # The batches did reach every rule: a tombstone applied, a whole file quarantined, one refused.
     deleted = spark.read.format("delta").load(str(table_path(rs_lake, "entries"))).where("deleted_at IS NOT NULL")
     assert {r.entry_id.rsplit("/", 1)[-1] for r in deleted.collect()} >= {"1", "9"}
@@ -119,20 +129,31 @@ def test_the_engine_is_delta_rs_only_for_a_small_batch_into_existing_tables(spar
     lake = tmp_path / "lake"
     land(lake, "agregadas", {"a.atom": page([(1, day(3))])}, "2022-01-03")
     request = IngestRequest(ds, lake, "r1")
-    assert delta_rs_job.choose_engine(request) == "spark"  # no tables yet: Spark creates them
+    # No tables yet: Spark parses and creates them; delta-rs writes a batch this small.
+    assert delta_rs_job.choose_engine(request) == "spark+delta-rs"
+    assert delta_rs_job.spark_writer(request) == "delta-rs"
+    monkeypatch.setenv(delta_rs_job.WRITE_MAX_MB_ENV, "0.001")  # the page is larger than 1 KB
+    assert delta_rs_job.choose_engine(request) == "spark"
+    assert delta_rs_job.spark_writer(request) == "spark"
     with pytest.raises(Exception, match="first ingest runs on Spark"):
         delta_rs_job.run_ingest(request)
     run_ingest(spark, request)
     land(lake, "agregadas", {"b.atom": page([(2, day(4))])}, "2022-01-04")
     assert delta_rs_job.choose_engine(request) == "delta-rs"
-    monkeypatch.setenv(delta_rs_job.MAX_MB_ENV, "0.001")  # the new page is larger than 1 KB
+    monkeypatch.setenv(delta_rs_job.MAX_MB_ENV, "0.001")
     assert delta_rs_job.choose_engine(request) == "spark"
+    monkeypatch.delenv(delta_rs_job.WRITE_MAX_MB_ENV)
+    assert delta_rs_job.choose_engine(request) == "spark+delta-rs"
     assert delta_rs_job.choose_engine(request, "delta-rs") == "delta-rs"
+    assert delta_rs_job.spark_writer(request, "delta-rs") == "delta-rs"  # already on Spark: it parses
     monkeypatch.setenv(delta_rs_job.ENGINE_ENV, "spark")
     monkeypatch.delenv(delta_rs_job.MAX_MB_ENV)
     assert delta_rs_job.choose_engine(request) == "spark"
-    with pytest.raises(ValueError, match="unknown ingest engine"):
+    with pytest.raises(ValueError, match="unknown ingest engine 'duckdb'"):
         delta_rs_job.choose_engine(request, "duckdb")
+    monkeypatch.setenv(delta_rs_job.MAX_MB_ENV, "lots")
+    with pytest.raises(ValueError, match="PLACSP_DELTA_RS_MAX_MB must be a number of MB, not 'lots'"):
+        delta_rs_job.choose_engine(request, "auto")
 
 
 def test_the_silver_operator_ingests_a_daily_batch_in_the_task_without_spark_submit(

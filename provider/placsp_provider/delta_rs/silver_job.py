@@ -1,11 +1,16 @@
-"""The Silver ingest of a small batch without a JVM: the pages parsed and staged in this process by
-the same `routing.stage_page` the Spark tasks run, tallied and reconciled by the same rules
-(`spark.silver_job`), and written by delta-rs (`silver_write`).
+"""The Silver ingest without Spark's Delta writes: a small batch parsed and staged in this process
+by the same `routing.stage_page` the Spark tasks run, tallied and reconciled by the same rules
+(`spark.silver_job`), and written by delta-rs (`silver_write`); a larger batch parsed by Spark's
+tasks and written by delta-rs from what they staged (`write_staged`).
 
-`choose_engine` says which engine an ingest runs on: this one for a batch of up to
-`PLACSP_DELTA_RS_MAX_MB` (default 64) MB of pages into a lake whose tables exist, Spark otherwise
-(a backfill parses on every core; a fresh lake's tables are created by Spark, so both engines write
-tables of one protocol and schema).
+`choose_engine` says which engine an ingest runs on:
+- `delta-rs`: a batch of up to `PLACSP_DELTA_RS_MAX_MB` (default 64) MB of pages into a lake whose
+  tables exist (a daily run): no JVM at all;
+- `spark+delta-rs`: up to `PLACSP_DELTA_RS_WRITE_MAX_MB` (default 512) MB of pages: Spark parses on
+  every core (and creates a fresh lake's tables, so both engines write tables of one protocol and
+  schema), delta-rs writes the rows, which the driver then holds in memory (~1.3 MB per MB of pages,
+  measured in docs/benchmarks.md);
+- `spark`: larger batches (a backfill), parsed and MERGEd by Spark.
 """
 
 from __future__ import annotations
@@ -23,13 +28,15 @@ import pyarrow.parquet as pq
 from placsp_provider.bronze.landing import run_folder
 from placsp_provider.bronze.manifest import LandedPage
 from placsp_provider.delta_rs.silver_write import RoutedBatch, is_commit_conflict, scan, write_batch
-from placsp_provider.errors import BronzePageError
+from placsp_provider.errors import BronzePageError, ConfigError
 from placsp_provider.lake import DEAD_LETTER_TABLE, LAKE_TABLES, SILVER_TABLES, staging_dir, table_path
 from placsp_provider.parser.silver_schema import SCHEMAS
 from placsp_provider.spark.routing import dead_letter_arrow_schema, read_page, stage_page
 from placsp_provider.spark.silver_job import (
     SOURCE_COLUMN,
     WHOLE_FILE_PARSE_ERRORS,
+    BatchPlan,
+    FileTally,
     IngestRequest,
     empty_summary,
     fill_summary,
@@ -45,27 +52,49 @@ from placsp_provider.spark.tables import RECONCILIATION, UTC_TS, has_commit
 
 log = logging.getLogger(__name__)
 
-ENGINE_ENV = "PLACSP_INGEST_ENGINE"  # auto | spark | delta-rs
+ENGINE_ENV = "PLACSP_INGEST_ENGINE"  # auto | spark | spark+delta-rs | delta-rs
 MAX_MB_ENV = "PLACSP_DELTA_RS_MAX_MB"
 DEFAULT_MAX_MB = 64.0
-ENGINES = ("auto", "spark", "delta-rs")
+WRITE_MAX_MB_ENV = "PLACSP_DELTA_RS_WRITE_MAX_MB"
+DEFAULT_WRITE_MAX_MB = 512.0
+SPARK, SPARK_DELTA_RS, DELTA_RS = "spark", "spark+delta-rs", "delta-rs"
+ENGINES = ("auto", SPARK, SPARK_DELTA_RS, DELTA_RS)
 _MB = 1024 * 1024
 
 
 def choose_engine(request: IngestRequest, engine: str | None = None) -> str:
-    """`spark` or `delta-rs` for this ingest. `engine` (else `$PLACSP_INGEST_ENGINE`, else `auto`):
-    `auto` takes delta-rs when the lake's tables exist and the pages still to ingest are at most
-    `$PLACSP_DELTA_RS_MAX_MB` MB; `delta-rs` insists (and fails on a lake without tables)."""
+    """`spark`, `spark+delta-rs` or `delta-rs` for this ingest. `engine` (else `$PLACSP_INGEST_ENGINE`,
+    else `auto`): `auto` takes delta-rs when the lake's tables exist and the pages still to ingest
+    are at most `$PLACSP_DELTA_RS_MAX_MB` MB, spark+delta-rs when they are at most
+    `$PLACSP_DELTA_RS_WRITE_MAX_MB` MB, Spark otherwise; any other value insists (`delta-rs` fails
+    on a lake without tables)."""
     engine = engine or os.environ.get(ENGINE_ENV) or "auto"
     if engine not in ENGINES:
-        raise ValueError(f"unknown ingest engine {engine!r}; one of {', '.join(ENGINES)}")
+        raise ConfigError(
+            f"dataset {request.dataset.key}: unknown ingest engine {engine!r} (argument or "
+            f"${ENGINE_ENV}); one of {', '.join(ENGINES)}"
+        )
     if engine != "auto":
         return engine
-    if not tables_exist(request.lake):
-        return "spark"
-    pages, _ = pages_to_ingest(request)
-    limit = float(os.environ.get(MAX_MB_ENV, DEFAULT_MAX_MB)) * _MB
-    return "delta-rs" if sum(p.bytes for p in pages) <= limit else "spark"
+    exists = tables_exist(request.lake)
+    pages = pages_to_ingest(request)[0] if exists else list(manifest_pages(request).values())
+    size = sum(p.bytes for p in pages)
+    if exists and size <= _limit_mb(MAX_MB_ENV, DEFAULT_MAX_MB) * _MB:
+        return DELTA_RS
+    return SPARK_DELTA_RS if size <= _limit_mb(WRITE_MAX_MB_ENV, DEFAULT_WRITE_MAX_MB) * _MB else SPARK
+
+
+def spark_writer(request: IngestRequest, engine: str | None = None) -> str:
+    """Who writes a batch Spark parses (`spark.silver_job.run_ingest`'s `writer`): Spark only when the
+    engine is `spark`; a batch `auto` would ingest without a JVM is written by delta-rs here too."""
+    return "spark" if choose_engine(request, engine) == SPARK else "delta-rs"
+
+
+def _limit_mb(name: str, default: float) -> float:
+    try:
+        return float(os.environ.get(name, default))
+    except ValueError:
+        raise ConfigError(f"${name} must be a number of MB, not {os.environ[name]!r}") from None
 
 
 def tables_exist(lake: Path) -> bool:
@@ -106,15 +135,29 @@ def run_ingest(request: IngestRequest) -> dict[str, Any]:
         return finish(summary, lake)
     with run_folder(staging_dir(lake, ds.key)) as folder:
         tallies = tally_files(_stage(ds, lake, pages, folder), pages, lake)
-        plan = plan_batch(tallies)
-        batch = _routed_batch(ds.key, folder, tallies, plan, request.run_id, started)
-        metrics = retry_on_conflict(
-            lambda: write_batch(lake, ds.key, batch, request.run_id, started),
-            what=f"dataset {ds.key}: Silver write of run {request.run_id}",
-            conflict=is_commit_conflict,
-        )
+        plan, metrics = write_staged(lake, ds.key, folder, tallies, request.run_id, started)
     fill_summary(summary, tallies, plan.quarantined, plan.dead_letter_counts, metrics)
     return finish(summary, lake)
+
+
+def write_staged(
+    lake: Path, dataset: str, folder: Path, tallies: dict[str, FileTally], run_id: str, started: datetime
+) -> tuple[BatchPlan, dict[str, Any]]:
+    """The rows staged in `folder` (by this process or by Spark's tasks) written by delta-rs, with the
+    dead letters and the reconciliation the tallies decide; the plan and the changes by table."""
+    plan = plan_batch(tallies)
+    batch = _routed_batch(dataset, folder, tallies, plan, run_id, started)
+    log.info(
+        "dataset %s: writing %s with delta-rs",
+        dataset,
+        ", ".join(f"{n:,} {t}" for t, n in plan.sizes.items() if n) or "nothing but the reconciliation",
+    )
+    metrics = retry_on_conflict(
+        lambda: write_batch(lake, dataset, batch, run_id, started),
+        what=f"dataset {dataset}: Silver write of run {run_id}",
+        conflict=is_commit_conflict,
+    )
+    return plan, metrics
 
 
 def _stage(ds: Any, lake: Path, pages: list[LandedPage], folder: Path) -> list[dict[str, Any]]:

@@ -29,8 +29,10 @@ class PlacspSilverOperator(SparkSubmitOperator):
 
     A small batch into a lake whose tables exist (what a daily run brings: up to
     `$PLACSP_DELTA_RS_MAX_MB`, default 64 MB of pages) is ingested in the task itself, by delta-rs,
-    without a JVM (`engine="auto"`, the default; docs/architecture.md). Otherwise, and always with
-    `engine="spark"`, it is a thin `SparkSubmitOperator`: it ships the provider package
+    without a JVM (`engine="auto"`, the default; docs/architecture.md). Otherwise it is a thin
+    `SparkSubmitOperator` (Spark parses; up to `$PLACSP_DELTA_RS_WRITE_MAX_MB`, default 512 MB of
+    pages, delta-rs writes in the Spark driver, and with `engine="spark"` or above that Spark's Delta
+    MERGEs write): it ships the provider package
     (`--py-files`) and the pinned Delta jars, passes the lake, the run id and the extraction
     manifest, then reads the job's run summary (rows by table, dead letters by stage and error
     type, reconciliation). Either way the summary is returned to XCom.
@@ -46,7 +48,8 @@ class PlacspSilverOperator(SparkSubmitOperator):
     :param lake: lake root; defaults to `$PLACSP_LAKE`.
     :param manifest: extraction manifest(s) to ingest (templated; typically the extract task's
         XCom `manifest`); default: every manifest of the dataset not yet ingested.
-    :param engine: `auto`, `spark` or `delta-rs`; default `$PLACSP_INGEST_ENGINE`, else `auto`.
+    :param engine: `auto`, `spark`, `spark+delta-rs` or `delta-rs`; default `$PLACSP_INGEST_ENGINE`,
+        else `auto`.
     """
 
     template_fields: Sequence[str] = (*SparkSubmitOperator.template_fields, "dataset", "lake", "manifest")
@@ -95,16 +98,16 @@ class PlacspSilverOperator(SparkSubmitOperator):
             self.log.info("dataset %s: the manifest %s lists no pages; nothing to ingest", ds.key, self.manifest)
             self._summary = _nothing_to_do(ds.key, run_id, lake)
             return self._summary
-        summary = self._ingest_without_spark(ds, lake, run_id)
+        engine, summary = self._ingest_without_spark(ds, lake, run_id)
         if summary is not None:
             return summary
-        args = ["--dataset", ds.key, "--lake", str(lake), "--run-id", run_id]
+        args = ["--dataset", ds.key, "--lake", str(lake), "--run-id", run_id, "--engine", engine]
         if self.manifest:
             args += ["--manifest", str(self.manifest)]
         self.application_args = args
         with tempfile.TemporaryDirectory(prefix="placsp-pyfiles-") as tmp:
             prepare_spark_submit(self, Path(tmp), context, app_name=f"placsp_silver_{ds.key}")
-            self.log.info("dataset %s: Silver ingest of %s on Spark (run %s)", ds.key, lake, run_id)
+            self.log.info("dataset %s: Silver ingest of %s on Spark, engine %s (run %s)", ds.key, lake, engine, run_id)
             with spark_connection_or_local(self.spark_conn_id, self.log):
                 super().execute(context)
         summary = json.loads(run_summary_path(lake, ds.key, run_id).read_text())
@@ -112,20 +115,21 @@ class PlacspSilverOperator(SparkSubmitOperator):
         self._summary = summary
         return summary
 
-    def _ingest_without_spark(self, ds: Any, lake: Path, run_id: str) -> dict[str, Any] | None:
-        """Ingest here with delta-rs when the engine choice says so; None: Spark's turn."""
+    def _ingest_without_spark(self, ds: Any, lake: Path, run_id: str) -> tuple[str, dict[str, Any] | None]:
+        """The engine chosen, and the summary when it is delta-rs: ingested here (None: Spark's turn)."""
         from placsp_provider.delta_rs import silver_job as delta_rs_job
         from placsp_provider.spark.silver_job import IngestRequest
 
         manifests = (Path(self.manifest),) if self.manifest else ()
         request = IngestRequest(ds, lake, run_id, manifests)
-        if delta_rs_job.choose_engine(request, self.engine) != "delta-rs":
-            return None
+        engine = delta_rs_job.choose_engine(request, self.engine)
+        if engine != delta_rs_job.DELTA_RS:
+            return engine, None
         self.log.info("dataset %s: Silver ingest of %s with delta-rs, in this task (run %s)", ds.key, lake, run_id)
         summary = delta_rs_job.run_ingest(request)
         self.log.info("dataset %s: Silver run summary:\n%s", ds.key, json.dumps(summary, indent=2, sort_keys=True))
         self._summary = summary
-        return summary
+        return engine, summary
 
     # -- OpenLineage (docs/lineage.md): Bronze in, Silver + dead letters + reconciliation out -------
     def get_openlineage_facets_on_start(self) -> OperatorLineage:

@@ -129,15 +129,39 @@ def pages_to_ingest(spark: SparkSession, request: IngestRequest) -> tuple[list[L
     return todo, len(pages) - len(todo)
 
 
-def run_ingest(spark: SparkSession, request: IngestRequest) -> dict[str, Any]:
-    """Parse, route, reconcile and MERGE; return the run summary (also written next to the tables)."""
+WRITERS = ("spark", "delta-rs")
+
+
+def run_ingest(spark: SparkSession, request: IngestRequest, writer: str = "spark") -> dict[str, Any]:
+    """Parse, route, reconcile and write; return the run summary (also written next to the tables).
+
+    `writer`: `spark`, Delta MERGEs on Spark (`silver_merge`), or `delta-rs`, the rows the tasks
+    staged written by delta-rs in this driver (`delta_rs.silver_write`: the same rules and order,
+    about a tenth of the time; the batch's rows are held in the driver's memory, so
+    `delta_rs.silver_job.choose_engine` gives it batches up to `$PLACSP_DELTA_RS_WRITE_MAX_MB`)."""
+    if writer not in WRITERS:
+        raise ValueError(f"unknown Silver writer {writer!r}; one of {', '.join(WRITERS)}")
     ds, lake = request.dataset, request.lake.resolve()
     started = datetime.now(UTC).replace(microsecond=0)
     ensure_tables(spark, lake)
     pages, skipped = pages_to_ingest(spark, request)
-    log.info("dataset %s: %d Bronze file(s) to ingest, %d already ingested", ds.key, len(pages), skipped)
+    log.info(
+        "dataset %s: %d Bronze file(s) to ingest, %d already ingested (parsed on Spark, written by %s)",
+        ds.key,
+        len(pages),
+        skipped,
+        writer,
+    )
     summary = empty_summary(ds.key, request.run_id, len(pages), skipped)
     if not pages:
+        return finish(summary, lake)
+    if writer == "delta-rs":
+        from placsp_provider.delta_rs.silver_job import write_staged
+
+        with run_folder(staging_dir(lake, ds.key)) as folder:
+            tallies = stage_and_tally(spark, ds, lake, pages, folder)
+            plan, merge_metrics = write_staged(lake, ds.key, folder, tallies, request.run_id, started)
+        fill_summary(summary, tallies, plan.quarantined, plan.dead_letter_counts, merge_metrics)
         return finish(summary, lake)
     routed = route_files(spark, ds, lake, pages, request.run_id, started)
     try:
@@ -176,30 +200,38 @@ def route_files(
     which files are quarantined whole. Writes nothing to the tables; the rows wait in the run's
     staging folder until `RoutedFiles.release`."""
 
+    staging = contextlib.ExitStack()
+    try:
+        folder = staging.enter_context(run_folder(staging_dir(lake, ds.key)))
+        tallies = stage_and_tally(spark, ds, lake, pages, folder)
+        return _staged_rows(spark, ds.key, folder, tallies, run_id, started, staging)
+    except BaseException:
+        staging.close()
+        raise
+
+
+def stage_and_tally(
+    spark: SparkSession, ds: Dataset, lake: Path, pages: list[LandedPage], folder: Path
+) -> dict[str, FileTally]:
+    """The pages parsed and routed by Spark's tasks, each page's rows staged as Parquet in `folder`;
+    each file's tally."""
     missing = [p.file for p in pages if not (lake / p.file).is_file()]
     if missing:
         more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
         reason = "a manifest names this page but it is not in Bronze; run the extraction of its interval again"
         raise BronzePageError(ds.key, missing[0] + more, reason, stage="ingest")
     files = [str(lake / p.file) for p in pages]
-    staging = contextlib.ExitStack()
-    try:
-        folder = staging.enter_context(run_folder(staging_dir(lake, ds.key)))
-        # Tasks sized so the cores finish together.
-        with page_task_split(spark, files) as plan:
-            if plan is not None:
-                log.info("dataset %s: %s", ds.key, plan.describe())
-            try:  # Spark's listing, then the first action: where a page removed since the check surfaces
-                tallies = tally_files(stage_pages(spark, ds, str(lake), files, str(folder)).collect(), pages, lake)
-            except Exception as err:
-                bronze = _page_gone_error(err, ds.key, lake)
-                if bronze is None:
-                    raise
-                raise bronze from err
-        return _staged_rows(spark, ds.key, folder, tallies, run_id, started, staging)
-    except BaseException:
-        staging.close()
-        raise
+    # Tasks sized so the cores finish together.
+    with page_task_split(spark, files) as plan:
+        if plan is not None:
+            log.info("dataset %s: %s", ds.key, plan.describe())
+        try:  # Spark's listing, then the first action: where a page removed since the check surfaces
+            return tally_files(stage_pages(spark, ds, str(lake), files, str(folder)).collect(), pages, lake)
+        except Exception as err:
+            bronze = _page_gone_error(err, ds.key, lake)
+            if bronze is None:
+                raise
+            raise bronze from err
 
 
 @dataclass(frozen=True)
@@ -532,13 +564,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--run-id", required=True)
     parser.add_argument("--manifest", action="append", type=Path, default=[])
     parser.add_argument("--reprocess", action="store_true")
+    parser.add_argument(
+        "--engine",
+        default="auto",
+        help="spark: Spark parses and writes; spark+delta-rs: Spark parses, delta-rs writes; auto "
+        "(default): as `delta_rs.silver_job.choose_engine` decides, the batch parsed here on Spark",
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s %(message)s")
+    from placsp_provider.delta_rs.silver_job import spark_writer
     from placsp_provider.spark.session import get_session
 
-    spark = get_session("placsp-silver-ingest")
     request = IngestRequest(get_dataset(args.dataset), args.lake, args.run_id, tuple(args.manifest), args.reprocess)
-    summary = run_ingest(spark, request)
+    writer = spark_writer(request, args.engine)
+    spark = get_session("placsp-silver-ingest")
+    summary = run_ingest(spark, request, writer)
     print("PLACSP_SUMMARY " + json.dumps(summary, default=str))
     return 0
 
