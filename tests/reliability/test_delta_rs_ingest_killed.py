@@ -117,3 +117,29 @@ def test_a_daily_run_on_spark_and_one_on_delta_rs_at_once_both_end_and_write_eve
     assert outcomes["spark"].json()["files"]["ingested"] == 3  # it did not find them reconciled already
     harness.assert_same_lake(lake, reference.day2, ignore=harness.CLOCK_COLUMNS | harness.RUN_ID_COLUMNS)
     harness.assert_nothing_twice(lake)
+
+
+def test_a_run_spark_parses_and_delta_rs_writes_killed_mid_write_ends_as_sparks_clean_run(
+    reference: Reference, tmp_path: Path
+) -> None:
+    """`--engine spark+delta-rs` (the default for a fresh lake and mid-size batches): Spark's tasks
+    stage the rows, the driver writes them with delta-rs. Killed after its second change, then rerun
+    with the same run id: it ends as the clean run Spark made, nothing twice, and the killed run's
+    staging folder is swept."""
+    lake = copy_lake(reference.day1, tmp_path / "lake")
+    corpus.land_day2(lake)
+    args = harness.ingest_args(lake, corpus.DATASET, DAY2_RUN, engine="spark+delta-rs")
+    before = harness.commits(lake)
+    killed = harness.run(args, trigger=harness.after_changes(lake, 2), workdir=tmp_path, name="kill")
+    assert killed.killed, f"the run ended before its second change:\n{killed.stderr[-3000:]}"
+    changed = Counter(c.table for c in harness.commits(lake) - before if harness.changes_rows(lake, c))
+    assert 2 <= changed.total() < len(DAILY_RUN_COMMITS) and not changed - Counter(DAILY_RUN_COMMITS)
+    assert changed["reconciliation"] == 0  # written last: the files are not marked done
+    harness.assert_nothing_twice(lake)
+    rerun = harness.run(args, workdir=tmp_path, name="rerun").ok()
+    assert "written by delta-rs" in rerun.stderr
+    harness.assert_same_lake(lake, reference.day2)
+    harness.assert_nothing_twice(lake)
+    assert_conserved_with_delta_rs(lake, corpus.DATASET, DAY2_RUN, corpus.records(corpus.day2_pages()))
+    staging = staging_dir(lake, corpus.DATASET)
+    assert not staging.is_dir() or not any(staging.iterdir())
