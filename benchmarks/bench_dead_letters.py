@@ -283,16 +283,16 @@ def _child_full_scan(payload: dict[str, Any]) -> dict[str, Any]:
     _warm_imports()
     import pyarrow as pa
     import pyarrow.compute as pc
-    import pyarrow.fs as pafs
     from deltalake import DeltaTable
+
+    from placsp_provider.table_files import local_files
 
     selection = payload["selection"]
     baseline = peak_rss_mb()
     t = time.perf_counter()
     path = str((Path(payload["lake"]) / "dead_letters").resolve())
-    # the same native filesystem `count` uses (deltalake's default Python one crashes at exit, see stats.py)
-    filesystem = pafs.SubTreeFileSystem(path, pafs.LocalFileSystem())
-    everything = DeltaTable(path).to_pyarrow_table(filesystem=filesystem)
+    # the same native filesystem `count` uses (deltalake's default Python one crashes at exit)
+    everything = local_files(DeltaTable(path)).to_table()
     mask = pc.and_(
         pc.equal(everything["dataset"], selection["dataset"]),
         pc.is_in(everything["stage"], value_set=pa.array(selection["stages"])),

@@ -270,9 +270,13 @@ def _child_full_scan(payload: dict[str, Any]) -> dict[str, Any]:
     from deltalake import DeltaTable
 
     from placsp_provider.lake import SILVER_TABLES, table_path
+    from placsp_provider.table_files import local_files
 
     t = time.perf_counter()
-    rows = sum(DeltaTable(str(table_path(Path(payload["lake"]), n))).to_pyarrow_table().num_rows for n in SILVER_TABLES)
+    # Every file of every table into Arrow, through Arrow's local filesystem: deltalake's own crashes
+    # processes at exit (table_files.local_files; it killed this child with SIGABRT, 2026-12-03).
+    lake = Path(payload["lake"])
+    rows = sum(local_files(DeltaTable(str(table_path(lake, n)))).to_table().num_rows for n in SILVER_TABLES)
     return {"seconds": time.perf_counter() - t, "peak_mb": peak_rss_mb(), "rows": rows}
 
 

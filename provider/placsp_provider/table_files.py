@@ -12,6 +12,8 @@ matching input types (string, string_view)", from the row filter or from a file'
   DuckDB then reads and filters both kinds (every data-contract rule gives the same results on a
   lake written by either engine: tests/spark/test_delta_rs_ingest.py).
 
+Every reader opens a table's files with `local_files`, through Arrow's own local filesystem.
+
 Nothing here imports pyarrow at module level: the sensors import this.
 """
 
@@ -51,3 +53,22 @@ def with_string_views(schema: Any) -> Any:
         return t
 
     return pa.schema([f.with_type(view(f.type)) for f in schema], metadata=schema.metadata)
+
+
+def local_files(table: Any, pruning: list[tuple[str, str, Any]] | None = None, schema: Any = None) -> Any:
+    """The current files of a `deltalake.DeltaTable` as a pyarrow dataset (pruned by the Delta log's
+    partition values when `pruning` is given, e.g. `[("dataset", "=", key)]`), read through Arrow's
+    own local filesystem rooted at the table.
+
+    Not deltalake's default filesystem: that is a Python one (PyFileSystem over DeltaStorageHandler)
+    that Arrow's I/O threads call back into, and with deltalake 1.6 / pyarrow 26 it crashes or hangs
+    many processes at interpreter exit (measured: 4 of 25 benchmark children, 20 of 20 when a dataset
+    outlives the call), which would kill a task's process. The lake is a local path
+    (docs/architecture.md)."""
+    from urllib.parse import unquote, urlsplit
+
+    import pyarrow.fs as pafs
+
+    folder = unquote(urlsplit(table.table_uri).path)
+    root = pafs.SubTreeFileSystem(folder, pafs.LocalFileSystem())
+    return table.to_pyarrow_dataset(filesystem=root, file_pruning_predicate=pruning or None, schema=schema)

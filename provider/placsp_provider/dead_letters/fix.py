@@ -51,18 +51,12 @@ def mark_fixed(lake: Path, dataset: str, dead_letter_id: str, raw_record: str) -
 
 def _read_back(path: Path, dataset: str, dead_letter_id: str) -> list[str]:
     """The `raw_record` of that dead letter as now committed: the dataset's partition only, the id
-    filtered in the Parquet scan, through Arrow's own filesystem
-    (deltalake's default one crashes or hangs processes at exit: see `dead_letters.stats.count`)."""
-    import pyarrow.fs as pafs
+    filtered in the Parquet scan, through Arrow's own filesystem (`table_files.local_files`)."""
     from deltalake import DeltaTable
 
-    from placsp_provider.table_files import text_equals
+    from placsp_provider.table_files import local_files, text_equals
 
-    filesystem = pafs.SubTreeFileSystem(str(path.resolve()), pafs.LocalFileSystem())
-    files = DeltaTable(str(path)).to_pyarrow_dataset(
-        filesystem=filesystem,
-        file_pruning_predicate=[("dataset", "=", dataset)],
-    )
+    files = local_files(DeltaTable(str(path)), [("dataset", "=", dataset)])
     wanted = text_equals("dead_letter_id", dead_letter_id)  # files of both engines (table_files)
     rows = files.to_table(columns=["raw_record"], filter=wanted)
     return rows.column("raw_record").to_pylist()

@@ -290,18 +290,14 @@ def count(query: DeadLetterQuery) -> DeadLetterCounts:
     if not (path / "_delta_log").is_dir():
         return DeadLetterCounts(query=query)  # no ingest has created the table yet: nothing dead-lettered
     import pyarrow as pa
-    import pyarrow.fs as pafs
     from deltalake import DeltaTable
     from deltalake.exceptions import DeltaError
 
-    # Arrow's own local filesystem, rooted at the table. deltalake's default is a Python filesystem
-    # (PyFileSystem over DeltaStorageHandler) that Arrow's I/O threads call back into; with deltalake
-    # 1.6 / pyarrow 26 that crashes or hangs many processes at interpreter exit (measured: 4 of 25
-    # benchmark children, 20 of 20 when a dataset outlives the call), which would kill the task's process.
-    filesystem = pafs.SubTreeFileSystem(str(path.resolve()), pafs.LocalFileSystem())
+    from placsp_provider.table_files import local_files
+
     try:
         table = DeltaTable(str(path))
-        files = table.to_pyarrow_dataset(filesystem=filesystem, file_pruning_predicate=query.pruning_filters() or None)
+        files = local_files(table, query.pruning_filters())  # not deltalake's filesystem: see there
         expr = query.row_filter()
         rows = files.to_table(columns=list(_COUNT_COLUMNS), filter=expr)
         samples = _samples(files, expr) if rows.num_rows else ()

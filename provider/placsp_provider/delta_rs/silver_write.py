@@ -31,7 +31,7 @@ import pyarrow as pa
 from placsp_provider.lake import CHILD_TABLES, table_path
 from placsp_provider.parser.silver_schema import BUSINESS_KEYS
 from placsp_provider.spark.tables import UTC_TS, table_schema
-from placsp_provider.table_files import text_in
+from placsp_provider.table_files import local_files, text_in
 
 # What a MERGE changed, from the metrics delta-rs returns, under the names the run summary uses.
 _MERGE_COUNTS = {
@@ -265,15 +265,8 @@ def _current(table: Any, dataset: str, columns: list[str], entry_ids: set[str]) 
 
 
 def scan(table: Any, dataset: str) -> Any:
-    """The dataset's partition of `table` as a pyarrow dataset, read through Arrow's own local
-    filesystem: deltalake's default one crashes or hangs processes at exit (`dead_letters.stats`)."""
-    from urllib.parse import unquote, urlsplit
-
-    import pyarrow.fs as pafs
-
-    folder = unquote(urlsplit(table.table_uri).path)  # the lake is a local path (docs/architecture.md)
-    root = pafs.SubTreeFileSystem(folder, pafs.LocalFileSystem())
-    return table.to_pyarrow_dataset(filesystem=root, file_pruning_predicate=[("dataset", "=", dataset)])
+    """The dataset's partition of `table` as a pyarrow dataset (`table_files.local_files`)."""
+    return local_files(table, [("dataset", "=", dataset)])
 
 
 def _ids(rows: pa.Table) -> set[str]:

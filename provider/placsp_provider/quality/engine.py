@@ -265,25 +265,20 @@ def _open(path: Path, pruning: list[tuple[str, str, Any]]) -> tuple[Any, int, li
     """(Arrow dataset of the files `pruning` keeps, Delta version, Delta schema fields), None without a
     table. `pruning`: partition values exactly, other columns by the files' min/max statistics.
 
-    Arrow's own local filesystem, rooted at the table, not deltalake's Python filesystem (see
-    dead_letters/stats.py: Python filesystem callbacks from Arrow's I/O threads crash at exit)."""
+    Arrow's own local filesystem, rooted at the table, not deltalake's (`table_files.local_files`)."""
     if not (path / "_delta_log").is_dir():
         return None
     import pyarrow as pa
-    import pyarrow.fs as pafs
     from deltalake import DeltaTable
     from deltalake.exceptions import DeltaError
 
-    from placsp_provider.table_files import with_string_views
+    from placsp_provider.table_files import local_files, with_string_views
 
     try:
         delta = DeltaTable(str(path))
-        filesystem = pafs.SubTreeFileSystem(str(path.resolve()), pafs.LocalFileSystem())
-        files = delta.to_pyarrow_dataset(filesystem=filesystem, file_pruning_predicate=pruning)
+        files = local_files(delta, pruning)
         # Strings as `string_view`: DuckDB then reads files of both engines (table_files).
-        source = delta.to_pyarrow_dataset(
-            filesystem=filesystem, file_pruning_predicate=pruning, schema=with_string_views(files.schema)
-        )
+        source = local_files(delta, pruning, schema=with_string_views(files.schema))
         return source, delta.version(), list(delta.schema().fields)
     except (DeltaError, pa.ArrowException, OSError) as err:
         raise QualityTableError(path, _reason(err)) from err

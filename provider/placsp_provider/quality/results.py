@@ -96,16 +96,14 @@ def _row(run_id: str, r: RuleResult, checked_at: datetime) -> dict[str, Any]:
 def latest_results(lake: str | Path, dataset: str) -> list[dict[str, Any]]:
     """The newest row of every rule of a dataset (empty when no check has run)."""
     import duckdb
-    import pyarrow.fs as pafs
     from deltalake import DeltaTable
+
+    from placsp_provider.table_files import local_files
 
     path = table_path(lake)
     if not (path / "_delta_log").is_dir():
         return []
-    filesystem = pafs.SubTreeFileSystem(str(path.resolve()), pafs.LocalFileSystem())
-    source = DeltaTable(str(path)).to_pyarrow_dataset(
-        filesystem=filesystem, file_pruning_predicate=[("dataset", "=", dataset)]
-    )
+    source = local_files(DeltaTable(str(path)), [("dataset", "=", dataset)])
     con = duckdb.connect()
     try:
         con.register("results", source)
