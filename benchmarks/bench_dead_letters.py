@@ -12,7 +12,7 @@ Measured, each in a fresh child interpreter (imports not timed; peak RSS is that
 1. The check: `count_dead_letters(lake, dataset=D, stages=[S])`, what a sensor with `stages=` reads:
    partition pruning, file-statistics pruning, a row filter pushed into the Parquet scan, four columns.
 2. The sensor's two scopes: one run (`dataset` + `run_id`) and the backlog (`dataset` + `status`).
-3. Reference: a full scan, every column of every file into Arrow (`DeltaTable.to_pyarrow_table()`),
+3. Reference: a full scan, every column of every file into Arrow (`table_files.local_files(...).to_table()`),
    then the same filter and counts in pyarrow.
 
 The page cache is warm for all (one unmeasured pass of each first); medians of `repeats` runs, in
@@ -318,7 +318,7 @@ _LABELS = {
     "check": f"check: `count_dead_letters(dataset={CHECK_DATASET!r}, stages=[{CHECK_STAGE!r}])`",
     "run": "sensor scope run: `dataset` + `run_id` (one commit)",
     "backlog": "sensor scope backlog: `dataset` + `status = quarantined`",
-    "full_scan": "reference: full scan (`to_pyarrow_table()`, every column), then filter in pyarrow",
+    "full_scan": "reference: full scan (every file and column into Arrow), then filter in pyarrow",
 }
 
 

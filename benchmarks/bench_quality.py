@@ -14,7 +14,7 @@ Measured, each in a fresh child interpreter (imports not timed; peak RSS is that
    task runs: 39 rules and 7 schema rules; dead_letters and reconciliation do not exist here, so their
    rules see empty tables).
 2. Reference: a full scan, every column of every file of the five Silver tables into Arrow
-   (`DeltaTable.to_pyarrow_table()`).
+   (`table_files.local_files(...).to_table()`).
 3. Prophet: a fit on three years of synthetic daily counts (weekly pattern, Spanish holidays) and one
    prediction (`volume.check_day` with no stored model), then the same check reusing the stored model.
 
