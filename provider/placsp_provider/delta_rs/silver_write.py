@@ -69,7 +69,7 @@ def write_batch(lake: Path, dataset: str, batch: RoutedBatch, run_id: str, start
         metrics["dead_letters"] = _insert_only(lake, "dead_letters", dataset, batch.dead_letters, ("dead_letter_id",))
     else:
         metrics["dead_letters"] = nothing_changed()
-    silver = _merge_silver(lake, dataset, batch, _stamp(run_id, started))
+    silver = _merge_silver(lake, dataset, batch.rows, batch.repeated_versions, _stamp(run_id, started))
     merge = _open(lake, "reconciliation").merge(
         _conform(batch.reconciliation, "reconciliation"),
         _on(("source_file",), dataset),
@@ -80,8 +80,17 @@ def write_batch(lake: Path, dataset: str, batch: RoutedBatch, run_id: str, start
     return {**silver, "dead_letters": metrics["dead_letters"]}
 
 
-def _merge_silver(lake: Path, dataset: str, batch: RoutedBatch, stamp: dict[str, Any]) -> dict[str, Any]:
-    rows = batch.rows
+def merge_silver(
+    lake: Path, dataset: str, rows: Mapping[str, pa.Table], repeated_versions: int, run_id: str, started: datetime
+) -> dict[str, Any]:
+    """Silver rows alone (no dead letters, no reconciliation: the replay's recovered records), under
+    the same rules; the changes by table. `repeated_versions`: as `RoutedBatch`'s."""
+    return _merge_silver(lake, dataset, rows, repeated_versions, _stamp(run_id, started))
+
+
+def _merge_silver(
+    lake: Path, dataset: str, rows: Mapping[str, pa.Table], repeated_versions: int, stamp: dict[str, Any]
+) -> dict[str, Any]:
     metrics: dict[str, Any] = {t: nothing_changed() for t in ("entries", *CHILD_TABLES)}
     if not rows["entries"].num_rows:  # children come only with valid entries: tombstones alone
         log = _insert_tombstones(lake, dataset, rows["tombstones"], stamp)
@@ -135,7 +144,7 @@ def _merge_silver(lake: Path, dataset: str, batch: RoutedBatch, stamp: dict[str,
 
     winners = {(e, u, f) for e, u, f in eligible}
     for table in CHILD_TABLES:
-        inserted = _insert_children(lake, table, dataset, rows[table], winners, stamp, batch.repeated_versions)
+        inserted = _insert_children(lake, table, dataset, rows[table], winners, stamp, repeated_versions)
         metrics[table] = {**inserted, "deleted": deleted[table]}
     touched = _ids(rows["tombstones"]) | {e for e, _, _ in eligible}
     metrics["tombstones"] = {**log, "applied_to_entries": _apply_tombstones(lake, dataset, touched)}

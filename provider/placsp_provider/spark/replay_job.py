@@ -8,8 +8,10 @@ corrected `raw_record` by hand) that match the filters, oldest first, at most `m
 
 What happens to each, and nothing else can:
 - record-level (an entry or a tombstone): re-parsed and re-validated by `parse_dead_letter`, the
-  ingest's own code. Valid now: its rows are MERGEd into Silver under the ingest's newest-wins rule
-  and the dead letter becomes `replayed` (`replayed_at`, `replay_run_id`). Still failing: `attempts`
+  ingest's own code, in one Spark job whose tasks stage the rows. Valid now: its rows are written
+  into Silver by delta-rs from the driver, under the ingest's newest-wins rule (`delta_rs.silver_write`,
+  the writer of the ingest's batches up to `PLACSP_DELTA_RS_WRITE_MAX_MB`), and the dead letter
+  becomes `replayed` (`replayed_at`, `replay_run_id`). Still failing: `attempts`
   + 1, `last_attempt_at`, the new error; `abandoned` once `attempts` reaches `max_attempts`.
 - file-level (stage `reconciliation`, or a page-level parse failure): the Bronze file is reprocessed
   through the normal ingest (`route_files` / `write_routed`). The dead letter is recovered when that
@@ -187,7 +189,7 @@ def run_replay(spark: SparkSession, request: ReplayRequest) -> dict[str, Any]:
         outcomes = {s.dead_letter_id: Outcome(s) for s in selected}
         _record_outcomes(ds, request, reparsed, outcomes)
         if folder is not None and any(r["rows"] for r in reparsed):
-            silver["records"] = _merge_records(spark, ds, lake, request, folder, reparsed, started)
+            silver["records"] = _merge_records(ds, lake, request, folder, reparsed, started)
     whole_files = [s for s in selected if s.record_kind not in RECORD_KINDS]
     reprocessed: list[str] = []
     if whole_files:
@@ -252,7 +254,6 @@ _BECAME = ("entries", "tombstones", "dead_letters")
 
 
 def _merge_records(
-    spark: SparkSession,
     ds: Dataset,
     lake: Path,
     request: ReplayRequest,
@@ -260,9 +261,14 @@ def _merge_records(
     reparsed: list[Row],
     started: datetime,
 ) -> dict[str, Any]:
-    """The recovered records' staged rows MERGEd into Silver, as the ingest MERGEs a page's."""
-    from placsp_provider.spark.routing import table_spark_schema
-    from placsp_provider.spark.silver_merge import merge_silver, retry_on_conflict
+    """The recovered records' staged rows written into Silver by delta-rs, under the ingest's rules
+    (`delta_rs.silver_write`, as the ingest writes a batch Spark parsed). A replay holds at most
+    `max_records` records: their rows fit the driver's memory."""
+    import pyarrow.parquet as pq
+
+    from placsp_provider.delta_rs.silver_write import is_commit_conflict, merge_silver
+    from placsp_provider.parser.silver_schema import SCHEMAS
+    from placsp_provider.spark.silver_merge import retry_on_conflict
 
     sizes: Counter[str] = Counter()
     for r in reparsed:
@@ -270,26 +276,22 @@ def _merge_records(
             sizes[table] += n
     keys = {r["staged_key"] for r in reparsed if r["staged_key"]}
 
-    def staged(table: str) -> DataFrame:
-        schema = table_spark_schema(table)
+    def staged(table: str) -> Any:
         if not sizes[table]:  # no task staged rows of it: there is no folder to read
-            return spark.createDataFrame([], schema)
+            return SCHEMAS[table].empty_table()
         for orphan in (f for f in (folder / table).glob("*.parquet") if f.stem not in keys):
             orphan.unlink()  # a failed task attempt's: Spark returned no outcome naming it
-        # The table's folder, not a list of files: Spark's lineage names it as the ingest's
-        # (`_staging/<dataset>/<table>`, docs/lineage.md).
-        return spark.read.schema(schema).parquet(str(folder / table))
+        return pq.read_table(folder / table, schema=SCHEMAS[table])
 
     rows = {t: staged(t) for t in SILVER_TABLES}
     # Two recovered records of one entry version (one page held it twice) bring its children twice:
-    # only then does the MERGE need Spark's dedup (see `merge_silver`).
+    # only then does the write keep the first of each key (see `silver_write`).
     versions = Counter(r["entry_version"] for r in reparsed if r["entry_version"])
     repeated = sum(n - 1 for n in versions.values())
     return retry_on_conflict(
-        lambda: merge_silver(
-            spark, lake, ds.key, rows, request.run_id, started, {t: sizes[t] for t in SILVER_TABLES}, repeated
-        ),
-        what=f"dataset {ds.key}: replay {request.run_id}: Silver MERGE",
+        lambda: merge_silver(lake, ds.key, rows, repeated, request.run_id, started),
+        what=f"dataset {ds.key}: replay {request.run_id}: Silver write",
+        conflict=is_commit_conflict,
     )
 
 
