@@ -125,7 +125,7 @@ def test_report_renders_the_ratio_against_the_same_lake_ingest(fresh: bool) -> N
     assert len(throughput.rows) == (6 if fresh else 5)
     assert ratios.rows[0][1] == "0.50x" and all(math.isfinite(float(r[1].rstrip("x"))) for r in ratios.rows)
     assert parts.rows[0][:2] == [
-        "Silver MERGEs (9; at once where their tables differ)",
+        "Silver MERGEs (9, by delta-rs, one after another)",
         "11.00",
     ]  # Delta's executionTimeMs of each MERGE
     rest = next(r for r in parts.rows if r[0] == bench._REST)
