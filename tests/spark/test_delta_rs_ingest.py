@@ -85,6 +85,8 @@ def test_delta_rs_leaves_every_table_as_spark_does(spark, tmp_path: Path) -> Non
     letters = spark.read.format("delta").load(str(table_path(rs_lake, "dead_letters")))
     assert {"count_mismatch", "dtd_refused", "invalid_amount"} <= {r.error_type for r in letters.collect()}
     _readers_answer_alike(spark_lake, rs_lake, last_run=f"r{len(_batches()) + 1}")
+    for lake in (spark_lake, rs_lake, mixed_lake):
+        _replay_selects_as_spark_sql_would(spark, lake)
     # Counted from the tables against lxml's own reading of the pages: nothing lost, nothing twice.
     p6 = _batches()[4][1]
     assert assert_conserved(spark, rs_lake, "agregadas", "r6", listed(p6)).silver_rows_of_run == 3  # entry 5 twice
@@ -122,6 +124,39 @@ def _readers_answer_alike(spark_lake: Path, rs_lake: Path, last_run: str) -> Non
     reports = [run_checks(CheckRequest(str(lake), "agregadas", run_id=last_run)) for lake in (spark_lake, rs_lake)]
     results = [sorted((r.rule_id, r.actual, r.success) for r in report.results) for report in reports]
     assert len(results[0]) > 20 and results[1] == results[0]
+
+
+def _replay_selects_as_spark_sql_would(spark, lake: Path) -> None:
+    """The replay's selection (delta-rs in the driver) against the same filters, order and limit in
+    Spark SQL, on the dead letters of each writer (string and string_view files)."""
+    from datetime import UTC, datetime, timedelta
+
+    from pyspark.sql import functions as F
+
+    from placsp_provider.delta_rs.replay_selection import select_dead_letters
+
+    letters = spark.read.format("delta").load(str(table_path(lake, "dead_letters")))
+    ids = sorted(r.dead_letter_id for r in letters.collect())
+    today = datetime.now(UTC).date()
+    cases = [
+        ({}, None),
+        ({"stages": ("parse", "reconciliation")}, F.col("stage").isin("parse", "reconciliation")),
+        ({"error_types": ("invalid_amount",)}, F.col("error_type") == "invalid_amount"),
+        ({"dead_letter_ids": tuple(ids[::2])}, F.col("dead_letter_id").isin(ids[::2])),
+        ({"since": today, "until": today}, F.to_date("processing_timestamp") == F.lit(today)),
+        ({"until": today - timedelta(days=1)}, F.lit(False)),
+    ]
+    for filters, condition in cases:
+        for limit in (2, 100):
+            got = select_dead_letters(
+                lake, "agregadas", ("dead_letter_id", "attempts", "raw_record"), max_records=limit, **filters
+            )
+            chosen = letters.where(F.col("status").isin("quarantined", "fixed"))
+            if condition is not None:
+                chosen = chosen.where(condition)
+            want = chosen.orderBy("processing_timestamp", "dead_letter_id").limit(limit)
+            assert got.column("dead_letter_id").to_pylist() == [r.dead_letter_id for r in want.collect()], filters
+    assert len(ids) > 2 and datetime.now(UTC).date() == today  # the cases above had rows to choose from
 
 
 def test_the_engine_is_delta_rs_only_for_a_small_batch_into_existing_tables(spark, tmp_path: Path, monkeypatch) -> None:

@@ -32,16 +32,16 @@ import sys
 from collections import Counter, defaultdict
 from contextlib import AbstractContextManager
 from dataclasses import asdict, dataclass, field
-from datetime import UTC, date, datetime, timedelta
+from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from placsp_provider.bronze.landing import run_folder
 from placsp_provider.datasets import Dataset, get_dataset
 from placsp_provider.dead_letters import lifecycle
-from placsp_provider.dead_letters.lifecycle import QUARANTINED, REPLAYABLE, REPLAYED
+from placsp_provider.dead_letters.lifecycle import QUARANTINED, REPLAYED
 from placsp_provider.errors import ConfigError
-from placsp_provider.lake import SILVER_TABLES, replay_summary_path, staging_dir, table_path
+from placsp_provider.lake import SILVER_TABLES, replay_summary_path, staging_dir
 from placsp_provider.settings import REPLAY_MAX_ATTEMPTS, REPLAY_MAX_RECORDS
 from placsp_provider.spark.routing import RECORD_KINDS, REPLAY_INPUT_COLUMNS
 from placsp_provider.spark.session import session_conf
@@ -144,27 +144,24 @@ class _Counts:
 def select(spark: SparkSession, request: ReplayRequest) -> DataFrame:
     """The dead letters this replay owns (REPLAY_INPUT_COLUMNS), oldest first, at most `max_records`.
 
-    Read once, by the one Spark job that re-parses them (`_reparse`): what that job returns is the
-    selection, frozen, whatever the table becomes as the replay writes.
+    Read once, by delta-rs in the driver (`delta_rs.replay_selection`), and handed to the one Spark
+    job that re-parses them (`_reparse`): the selection is frozen, whatever the table becomes as the
+    replay writes.
     """
-    from pyspark.sql import functions as F
+    from placsp_provider.delta_rs.replay_selection import select_dead_letters
 
-    dataset = get_dataset(request.dataset).key
-    dl = spark.read.format("delta").load(str(table_path(request.lake, "dead_letters")))
-    cond = (F.col("dataset") == dataset) & F.col("status").isin(list(REPLAYABLE))
-    if request.stages:
-        cond &= F.col("stage").isin(list(request.stages))
-    if request.error_types:
-        cond &= F.col("error_type").isin(list(request.error_types))
-    if request.since:
-        cond &= F.col("processing_timestamp") >= F.lit(datetime.combine(request.since, datetime.min.time(), UTC))
-    if request.until:
-        end = datetime.combine(request.until + timedelta(days=1), datetime.min.time(), UTC)
-        cond &= F.col("processing_timestamp") < F.lit(end)
-    if request.dead_letter_ids:
-        cond &= F.col("dead_letter_id").isin(list(request.dead_letter_ids))
-    oldest_first = dl.where(cond).orderBy("processing_timestamp", "dead_letter_id")
-    return oldest_first.limit(request.max_records).select(*REPLAY_INPUT_COLUMNS)
+    rows = select_dead_letters(
+        request.lake,
+        get_dataset(request.dataset).key,
+        REPLAY_INPUT_COLUMNS,
+        stages=request.stages,
+        error_types=request.error_types,
+        since=request.since,
+        until=request.until,
+        dead_letter_ids=request.dead_letter_ids,
+        max_records=request.max_records,
+    )
+    return spark.createDataFrame(rows)
 
 
 def run_replay(spark: SparkSession, request: ReplayRequest) -> dict[str, Any]:
@@ -216,13 +213,12 @@ def _arrow_records_per_batch(spark: SparkSession, records: int) -> AbstractConte
 
 
 def _reparse(spark: SparkSession, ds: Dataset, request: ReplayRequest, folder: Path | None) -> list[Row]:
-    """One Spark job: the selection read, its record-level dead letters re-parsed on the workers, their
+    """One Spark job: the selection (read by delta-rs), its record-level dead letters re-parsed on the workers, their
     rows staged under `folder` (None: a dry run, nothing staged); one outcome per selected dead letter
     (routing.REPLAY_OUTCOME)."""
     from placsp_provider.spark.routing import make_replay_stager, replay_outcome_spark_schema
 
-    # The selection comes out of its LIMIT as one partition: spread over the cores.
-    chosen = select(spark, request).repartition(max(1, spark.sparkContext.defaultParallelism))
+    chosen = select(spark, request)  # a local relation, sliced over the cores by Spark: no shuffle
     stager = make_replay_stager(ds, None if folder is None else str(folder))
     with _arrow_records_per_batch(spark, REPLAY_RECORDS_PER_BATCH):  # the job runs inside
         return chosen.mapInArrow(stager, replay_outcome_spark_schema()).collect()
