@@ -8,8 +8,8 @@ tasks and written by delta-rs from what they staged (`write_staged`).
   tables exist (a daily run): no JVM at all;
 - `spark+delta-rs`: up to `PLACSP_DELTA_RS_WRITE_MAX_MB` (default 512) MB of pages: Spark parses on
   every core (and creates a fresh lake's tables, so both engines write tables of one protocol and
-  schema), delta-rs writes the rows, which the driver then holds in memory (~1.3 MB per MB of pages,
-  measured in docs/benchmarks.md);
+  schema), delta-rs writes the rows, which the driver then holds in memory (1.2–1.8 MB per MB of pages,
+  measured in docs/runbook.md);
 - `spark`: larger batches (a backfill), parsed and MERGEd by Spark.
 """
 

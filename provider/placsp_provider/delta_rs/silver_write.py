@@ -12,8 +12,9 @@ Tables are read through the same `DeltaTable` object that MERGEs them, so a writ
 in between fails the MERGE (delta-rs's conflict check) and the whole write is done again
 (`spark.silver_merge.retry_on_conflict`), deciding afresh from the new snapshot.
 
-A batch here is small (`silver_job.choose_engine`): its rows are plain Arrow tables and the
-decisions (winners, eligible versions, due tombstones) are made in Python on them.
+A batch here fits the driver's memory (`silver_job.choose_engine`: up to
+`PLACSP_DELTA_RS_WRITE_MAX_MB` of pages): its rows are plain Arrow tables and the decisions
+(winners, eligible versions, due tombstones) are made in Python on them.
 """
 
 from __future__ import annotations
@@ -165,6 +166,8 @@ def _winners(entries: pa.Table) -> pa.Table:
             or (key == held[0] and _content_key(entries, index) > _content_key(entries, held[1]))
         ):
             best[entry_id] = (key, index)
+    if len(best) == entries.num_rows:  # every entry once (most batches): no copy of the whole table
+        return entries
     return entries.take(pa.array(sorted(index for _, index in best.values()), pa.int64()))
 
 
