@@ -13,11 +13,15 @@ site published. For one dataset and month:
    never landed twice) and listed in a manifest of its own, `<month>.completeness.json`, which the
    next `placsp ingest` (or the DAG's Silver task) picks up like any extraction manifest;
 4. the recovered pages are read back from Bronze and must hold every missing key: if not, the month
-   cannot be repaired and the check fails, naming the days and counts.
+   cannot be repaired and the check fails, naming the days and counts;
+5. the archive must account for every key of the month that Bronze holds (`ArchiveIncompleteError`
+   otherwise, see `_tail_start` for the one part of the month an archive cannot hold): an archive
+   that lacks what Bronze is known to have been published cannot prove that Bronze lacks nothing.
 
 The report (per day: published, landed by the daily runs, recovered, only in Bronze) is written to
-`<lake>/completeness/<dataset>/<YYYY-MM>.json`. A second run finds nothing missing and changes nothing
-but the report's time stamp.
+`<lake>/completeness/<dataset>/<YYYY-MM>.json`, with `status` `confirmed`, `recovered` or, when the
+archive cannot account for the month, `archive_incomplete` (written for audit, then the check fails).
+A second run finds nothing missing and changes nothing but the report's time stamp.
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ import zipfile
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
-from datetime import UTC, date, datetime
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -51,11 +55,19 @@ from placsp_provider.lake import (
     incoming_dir,
     page_file,
 )
+from placsp_provider.untrusted import printable
 
 log = logging.getLogger(__name__)
 
 Key = tuple[str, str, str]  # (kind, id, UTC timestamp): one published version of an entry or tombstone
 Progress = Callable[[str, int], None]
+
+# How far before the month's end the last page of an archive that ends with the month must reach for
+# what Bronze holds after it to count as the month's tail (published on the next archive's first page)
+# rather than as an archive cut short. Measured: real pages span up to ~2.5 days around holidays (the
+# 2019 yearly zip's first page, stamped 2019-01-03 03:12, holds items from 2018-12-30 23:18 to 2019-01-02
+# 15:18 UTC; the 2022 pages of ../fixtures span about a day).
+LAST_PAGE_SPAN = timedelta(days=3)
 
 
 @dataclass(frozen=True)
@@ -105,7 +117,8 @@ class DayCounts:
     published: int = 0  # entries + tombstones of the day in the archive
     landed: int = 0  # of those, already in Bronze before this check
     recovered: int = 0  # of those, landed now from the archive
-    only_in_bronze: int = 0  # in Bronze, not in the archive (reported, not an error)
+    only_in_bronze: int = 0  # in Bronze, not in the archive: unaccounted (an error) unless after_archive
+    after_archive: int = 0  # of those, newer than the last page of an archive that ends with the month
 
 
 @dataclass
@@ -120,17 +133,30 @@ class CompletenessReport:
     landed_before: int = 0
     recovered: int = 0
     only_in_bronze: int = 0
+    after_archive: int = 0  # the month's tail after the archive's last page: published in the next archive
+    unaccounted: int = 0  # in Bronze, not in the archive, and not after it: the archive cannot account for them
+    bronze_held: int = 0  # distinct keys of the month in Bronze before the check
+    archive_reach: str | None = None  # the newest item the archive's pages read hold (any month)
+    members_in_archive: int = 0  # `.atom` members in the zip
     members_read: int = 0
     members_recovered: int = 0
     bronze_pages_read: int = 0
     manifest: str | None = None  # the recovery manifest (lake-relative), when anything was recovered
     report: str = ""  # where this report is (lake-relative)
     days: dict[str, DayCounts] = field(default_factory=dict)
+    failure: str | None = None  # why the month is not confirmed, when the archive cannot account for it
+
+    @property
+    def status(self) -> str:
+        """`archive_incomplete` (the check fails), else `confirmed` or `recovered`."""
+        if self.unaccounted:
+            return "archive_incomplete"
+        return "confirmed" if self.recovered == 0 else "recovered"
 
     @property
     def confirmed(self) -> bool:
-        """The archive confirms the month: nothing it published was missing from Bronze."""
-        return self.recovered == 0
+        """The archive confirms the month: it accounts for all Bronze holds, and held nothing Bronze lacked."""
+        return self.status == "confirmed"
 
     def gap_days(self) -> list[str]:
         return [d for d, c in sorted(self.days.items()) if c.recovered]
@@ -140,11 +166,13 @@ class CompletenessReport:
         return {
             "dataset": self.dataset,
             "month": self.month,
-            "status": "confirmed" if self.confirmed else "recovered",
+            "status": self.status,
             "published": self.published,
             "landed_before": self.landed_before,
             "recovered": self.recovered,
             "only_in_bronze": self.only_in_bronze,
+            "after_archive": self.after_archive,
+            "unaccounted": self.unaccounted,
             "members_recovered": self.members_recovered,
             "gap_days": {d: self.days[d].recovered for d in self.gap_days()},
             "manifest": self.manifest,
@@ -156,6 +184,7 @@ class CompletenessReport:
     def to_json(self) -> str:
         out = asdict(self)
         out["confirmed"] = self.confirmed
+        out["status"] = self.status
         return json.dumps(out, indent=2, sort_keys=True, ensure_ascii=False)
 
 
@@ -163,10 +192,39 @@ class IncompleteMonthError(PlacspError):
     """The archive holds entries Bronze still lacks after recovery: the month cannot be repaired."""
 
 
+class ArchiveIncompleteError(PlacspError):
+    """The month's archive cannot account for the month: Bronze holds versions of the month it lacks.
+
+    What is compared: distinct keys, one per published version (`kind`, `id`, UTC time), of the month
+    in Bronze that the archive does not hold (`unaccounted`). Every one of them was read from a page
+    the site served, so the site published it; an archive without it is cut short, stale, or not
+    the month's, and an archive that lacks what we know was published cannot prove that Bronze lacks
+    nothing. Not counts: a count lets versions the archive holds and Bronze lacks (recovered) offset
+    versions Bronze holds and the archive lacks, and counts one version twice when two pages carry
+    it. Not ids: an archive that lost one version of a contract folder but kept a later one still
+    lost a publication. An archive with no page or no entry of the month is the extreme case (every
+    key Bronze holds is unaccounted); an empty archive against an empty Bronze contradicts nothing and
+    is confirmed (0 = 0) as before.
+
+    The one part of the month an archive cannot hold is its tail when the archive ends with the month
+    (a monthly zip, or December's yearly zip): archives group pages by the stamp in their names, and
+    the page holding the month's last hours is stamped in the next month. What Bronze holds after the
+    last page of such an archive is reported as `after_archive`, not checked (see `_tail_start`).
+
+    Raised after the report (status `archive_incomplete`, never `confirmed`) is written for audit,
+    and after what the archive held that Bronze lacked was landed (its own pages, content-addressed:
+    landing them adds records and changes none, so nothing is lost by doing it first).
+    """
+
+
 def check_month(
     client: FeedClient, request: CompletenessRequest, progress: Progress | None = None
 ) -> CompletenessReport:
-    """Compare the month's archive with Bronze, land what is missing, and write the report."""
+    """Compare the month's archive with Bronze, land what is missing, and write the report.
+
+    Raises `ArchiveIncompleteError` (after writing the report) when the archive cannot account for
+    what Bronze holds of the month: the month is then neither confirmed nor reported recovered.
+    """
     ds, lake = request.dataset, request.lake
     year, month = ds.archive_for(request.month.year, request.month.month, request.today or datetime.now(UTC).date())
     url = ds.archive_url(client.config.base_url, year, month)
@@ -179,18 +237,36 @@ def check_month(
     )
     with run_folder(incoming_dir(lake, ds.key), prefix="completeness-") as incoming:
         zip_path = incoming / "archive.zip"
-        log.info("dataset %s: reading archive %s for %s", ds.key, redact(url), report.month)
+        log.info("dataset %s: reading archive %s for %s", ds.key, printable(redact(url)), report.month)
         client.download(url, zip_path, limit=client.config.max_archive_bytes, what="archive")
-        published = _archive_keys(client, request, url, zip_path, incoming, report, progress)
+        read = _archive_keys(client, request, url, zip_path, incoming, report, progress)
+        published = read.keys
         in_bronze = _bronze_keys(request, report)
         missing = {key: member for key, member in published.items() if key not in in_bronze}
-        _count_days(report, published, in_bronze, missing)
+        tail = _tail_start(request, ends_with_month=month is not None or request.month.month == 12, reach=read.reach)
+        unaccounted = _count_days(report, published, in_bronze, missing, tail)
         if missing:
+            # Landed even when the archive cannot account for the month: they are the site's own pages
+            # of the month, landing only adds (content-addressed), and failing first would leave Bronze
+            # knowingly short of records in hand.
             _recover(client, request, url, zip_path, incoming, missing, report)
     report.checked_at = isoformat(datetime.now(UTC))
     path = completeness_report_path(lake, ds.key, request.month)
     report.report = str(path.relative_to(lake))
+    if unaccounted:
+        report.failure = _unaccounted_message(report, published, in_bronze, unaccounted)
     write_text_atomically(path, report.to_json())
+    if report.failure:
+        raise ArchiveIncompleteError(report.failure)
+    if report.after_archive:
+        log.warning(
+            "dataset %s %s: %d records Bronze holds are newer than the archive's last page (%s): the next "
+            "archive publishes them, this check does not cover them",
+            ds.key,
+            report.month,
+            report.after_archive,
+            report.archive_reach,
+        )
     log.info(
         "dataset %s %s: %d published, %d already in Bronze, %d recovered from the archive (%d pages)%s",
         ds.key,
@@ -205,6 +281,12 @@ def check_month(
 
 
 # -- reading ------------------------------------------------------------------------------------
+@dataclass
+class ArchiveRead:
+    keys: dict[Key, str]  # every key of the month in the archive, with the member that holds it
+    reach: datetime | None  # the newest item in the members read, of any month (None: no item at all)
+
+
 def _archive_keys(
     client: FeedClient,
     request: CompletenessRequest,
@@ -213,23 +295,26 @@ def _archive_keys(
     incoming: Path,
     report: CompletenessReport,
     progress: Progress | None,
-) -> dict[Key, str]:
-    """Every key of the month in the archive, with the member that holds it."""
+) -> ArchiveRead:
+    """Every key of the month in the archive, with the member that holds it, and how far it reaches."""
     ds = request.dataset
     out: dict[Key, str] = {}
+    reach: datetime | None = None
     with _open_zip(ds, url, zip_path) as archive:
-        members = members_for_window(
-            [m for m in archive.infolist() if m.filename.endswith(".atom")], request.start, request.end
-        )
+        pages = [m for m in archive.infolist() if m.filename.endswith(".atom")]
+        report.members_in_archive = len(pages)
+        members = members_for_window(pages, request.start, request.end)
         budget = InflateBudget(client.config.max_archive_inflated_bytes, client.config.max_compression_ratio)
         for n, member in enumerate(members, 1):
             tmp = incoming / f"member-{uuid.uuid4().hex}.atom"
             member_url = f"{url}#{member.filename}"
             got = extract_member(archive, member, tmp, member_url, client.config.max_page_bytes, ds.key, budget)
             try:
-                keys = list(_page_keys(tmp, ds, request, source=member.filename))
+                items = list(_page_items(tmp, ds, source=member.filename))
             finally:
                 tmp.unlink(missing_ok=True)
+            keys = [_key(item) for item in items if request.start <= item[2] < request.end]
+            reach = max([item[2] for item in items] + ([reach] if reach else []), default=None)
             for key in keys:
                 out.setdefault(key, member.filename)
             report.members_read += 1
@@ -238,7 +323,8 @@ def _archive_keys(
             if progress:
                 progress(message, got.bytes)
     report.published = len(out)
-    return out
+    report.archive_reach = isoformat(reach) if reach else None
+    return ArchiveRead(out, reach)
 
 
 def _bronze_keys(request: CompletenessRequest, report: CompletenessReport) -> set[Key]:
@@ -249,13 +335,18 @@ def _bronze_keys(request: CompletenessRequest, report: CompletenessReport) -> se
         try:
             manifest = Manifest.load(manifest_file)
         except (OSError, ValueError, TypeError) as err:
-            raise PlacspError(f"dataset {ds.key}: manifest {manifest_file} cannot be read ({err})") from err
+            raise PlacspError(
+                f"dataset {ds.key}: manifest {manifest_file} cannot be read ({printable(err, 500)})"
+            ) from err
         files.update(p.file for p in manifest.pages if _may_hold(p, request))
     keys: set[Key] = set()
     for relative in sorted(files):
         path = lake / relative
         if not path.is_file():
-            raise PlacspError(f"dataset {ds.key}: {relative} is listed in a manifest but missing from Bronze")
+            # The file name carries the archive member's or the page's name: the server's text.
+            raise PlacspError(
+                f"dataset {ds.key}: {printable(relative)} is listed in a manifest but missing from Bronze"
+            )
         keys.update(_page_keys(path, ds, request, source=relative))
         report.bronze_pages_read += 1
     return keys
@@ -271,10 +362,23 @@ def _may_hold(page: LandedPage, request: CompletenessRequest) -> bool:
     return min(stamps) < hi and max(stamps) >= lo
 
 
+Item = tuple[str, str, datetime]  # (kind, id, time) of one record of a page
+
+
+def _key(item: Item) -> Key:
+    return (item[0], item[1], isoformat(item[2]))
+
+
 def _page_keys(path: Path, ds: Dataset, request: CompletenessRequest, *, source: str) -> Iterator[Key]:
-    """Keys of the month in one page: by the streaming parser (one pass), or the Silver parser's
+    """Keys of the month in one page."""
+    for item in _page_items(path, ds, source=source):
+        if request.start <= item[2] < request.end:
+            yield _key(item)
+
+
+def _page_items(path: Path, ds: Dataset, *, source: str) -> Iterator[Item]:
+    """Every timed record of one page: by the streaming parser (one pass), or the Silver parser's
     record split when the page is not well-formed (only the records it can read count as present)."""
-    lo, hi = request.start, request.end
     if dtd_refusal_file(path) is None:
         try:
             items = list(iter_items(path))
@@ -282,8 +386,8 @@ def _page_keys(path: Path, ds: Dataset, request: CompletenessRequest, *, source:
             items = None
         if items is not None:
             for kind, item_id, stamp in items:
-                if stamp is not None and lo <= stamp < hi:
-                    yield (kind, item_id, isoformat(stamp))
+                if stamp is not None:
+                    yield (kind, item_id, stamp)
             return
     from placsp_provider.parser.page_parser import parse_page  # plain Python, no Spark
 
@@ -291,8 +395,24 @@ def _page_keys(path: Path, ds: Dataset, request: CompletenessRequest, *, source:
     for kind, rows, column in (("entry", parsed.entries, "updated"), ("tombstone", parsed.tombstones, "deleted_at")):
         for row in rows:
             stamp = row.get(column)
-            if isinstance(stamp, datetime) and lo <= stamp < hi:
-                yield (kind, str(row["entry_id"]), isoformat(stamp))
+            if isinstance(stamp, datetime):
+                yield (kind, str(row["entry_id"]), stamp)
+
+
+def _tail_start(request: CompletenessRequest, *, ends_with_month: bool, reach: datetime | None) -> datetime | None:
+    """From when on the month's keys are not this archive's to hold (None: the archive must hold all).
+
+    Archives group pages by the stamp in their names, and a page stamped T holds what was published
+    before T: the month's last hours are on the first page stamped in the next month, so an archive
+    that ends with the month (a monthly zip, or a yearly one for December) cannot hold them. What
+    Bronze holds after the newest item of such an archive is the month's tail (`after_archive`):
+    reported and logged, not checked here (it never was). Only when the archive reaches into the
+    month's last `LAST_PAGE_SPAN`: one that stops earlier is cut short, and everything Bronze holds
+    after it is unaccounted. A yearly archive of any other month must hold the month whole.
+    """
+    if not ends_with_month or reach is None or reach < request.end - LAST_PAGE_SPAN:
+        return None
+    return reach
 
 
 def _count_days(
@@ -300,7 +420,9 @@ def _count_days(
     published: dict[Key, str],
     in_bronze: set[Key],
     missing: dict[Key, str],
-) -> None:
+    tail: datetime | None,
+) -> set[Key]:
+    """Fill the per-day counts; return the keys Bronze holds that the archive cannot account for."""
     days: dict[str, DayCounts] = {}
     for key in published:
         day = days.setdefault(key[2][:10], DayCounts())
@@ -309,12 +431,70 @@ def _count_days(
             day.recovered += 1
         else:
             day.landed += 1
-    extra = Counter(key[2][:10] for key in in_bronze if key not in published)
-    for day_text, n in extra.items():
-        days.setdefault(day_text, DayCounts()).only_in_bronze += n
+    unaccounted: set[Key] = set()
+    for key in in_bronze:
+        if key in published:
+            continue
+        day = days.setdefault(key[2][:10], DayCounts())
+        day.only_in_bronze += 1
+        if tail is not None and datetime.fromisoformat(key[2]) >= tail:
+            day.after_archive += 1
+        else:
+            unaccounted.add(key)
     report.days = dict(sorted(days.items()))
     report.landed_before = report.published - len(missing)
-    report.only_in_bronze = sum(extra.values())
+    report.bronze_held = len(in_bronze)
+    report.only_in_bronze = sum(d.only_in_bronze for d in days.values())
+    report.after_archive = sum(d.after_archive for d in days.values())
+    report.unaccounted = len(unaccounted)
+    return unaccounted
+
+
+def _unaccounted_message(
+    report: CompletenessReport, published: dict[Key, str], in_bronze: set[Key], unaccounted: set[Key]
+) -> str:
+    """One line: the dataset and month, the archive read and what it held, what Bronze holds, what to do."""
+    held, bronze = Counter(k[0] for k in published), Counter(k[0] for k in in_bronze)
+    by_day = sorted(Counter(k[2][:10] for k in unaccounted).items())
+    more = f" and {len(by_day) - 10} more days" if len(by_day) > 10 else ""
+    days = ", ".join(f"{d}: {n}" for d, n in by_day[:10]) + more
+    recovered = (
+        f"; what the archive held that Bronze lacked was landed first ({_n(report.recovered, 'record')}, "
+        f"{_n(report.members_recovered, 'page')}, listed in {report.manifest}: `placsp ingest --dataset "
+        f"{report.dataset}` brings them to Silver)"
+        if report.recovered
+        else ""
+    )
+    return (
+        f"dataset {report.dataset} {report.month}: the archive {printable(report.archive)} cannot account for the "
+        f"month, which is NOT confirmed: read {report.members_read} of its {_n(report.members_in_archive, 'page')} "
+        f"(those that may hold {report.month}) and found {_n(held['entry'], 'entry')} and "
+        f"{_n(held['tombstone'], 'tombstone')} of the month ({_days_covered(published)}), while Bronze held "
+        f"{_n(bronze['entry'], 'entry')} and {_n(bronze['tombstone'], 'tombstone')} of it "
+        f"({_n(report.bronze_pages_read, 'page')} read), {len(unaccounted)} of them not in the archive (by day: "
+        f"{days}){recovered}. Nothing was removed from Bronze. Rerun the check in a few days (the site rebuilds "
+        f"its archives); if the archive stays short, report it to the site and keep {report.report} "
+        f"(status archive_incomplete)"
+    )
+
+
+def _n(count: int, noun: str) -> str:
+    plural = noun[:-1] + "ies" if noun.endswith("y") else noun + "s"
+    return f"{count} {noun if count == 1 else plural}"
+
+
+def _days_covered(published: dict[Key, str]) -> str:
+    """`days covered: 1-3, 5, 7-31` (days of the month with a key in the archive), or `no day ...`."""
+    days = sorted({int(key[2][8:10]) for key in published})
+    if not days:
+        return "no day of the month covered"
+    spans: list[list[int]] = []
+    for d in days:
+        if spans and d == spans[-1][1] + 1:
+            spans[-1][1] = d
+        else:
+            spans.append([d, d])
+    return "days covered: " + ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in spans)
 
 
 # -- repairing ----------------------------------------------------------------------------------
@@ -349,8 +529,8 @@ def _recover(
             except OSError as err:
                 tmp.unlink(missing_ok=True)
                 raise PlacspError(
-                    f"dataset {ds.key}: {redact(member_url)}: could not land the page into {final.parent}: "
-                    f"{err.strerror or err}"
+                    f"dataset {ds.key}: {printable(redact(member_url))}: could not land the page into "
+                    f"{printable(final.parent)}: {printable(err.strerror or err)}"
                 ) from err
             relative = str(final.relative_to(lake))
             # Read back from Bronze, as the next check would: the landed file must hold its keys.
@@ -373,7 +553,7 @@ def _recover(
                 "dataset %s %s: recovered %s from the archive (%d items the daily runs missed)",
                 ds.key,
                 report.month,
-                name,
+                printable(name),
                 sum(1 for m in missing.values() if m == name),
             )
     manifest.stop_reason = f"completeness check of {report.month}: pages holding items the daily runs missed"
@@ -410,4 +590,4 @@ def _open_zip(ds: Dataset, url: str, path: Path) -> zipfile.ZipFile:
     try:
         return zipfile.ZipFile(path)
     except (zipfile.BadZipFile, OSError) as err:
-        raise FeedError(ds.key, redact(url), f"is not a readable zip archive ({err})") from err
+        raise FeedError(ds.key, printable(redact(url)), f"is not a readable zip archive ({printable(err)})") from err

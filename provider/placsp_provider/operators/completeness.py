@@ -23,8 +23,11 @@ class PlacspCompletenessOperator(BaseOperator):
     `<lake>/bronze/<dataset>/manifests/<YYYY-MM>.completeness.json`, checks they now hold it, and
     writes the per-day report to `<lake>/completeness/<dataset>/<YYYY-MM>.json`. Green when the archive
     confirms the month or the gap was recovered; fails (a bounded message naming the days and counts)
-    when the archive cannot be read or the gap cannot be repaired. Returns the summary to XCom, with
-    `manifest_path` (absolute) when pages were recovered, for the Silver task that follows.
+    when the archive cannot be read, the gap cannot be repaired, or the archive cannot account for the
+    month (`ArchiveIncompleteError`: Bronze holds records of the month the archive lacks; the report
+    then says `archive_incomplete`, and what the archive held that Bronze lacked is already landed in
+    the recovery manifest, for the next ingest). Returns the summary to XCom, with `manifest_path`
+    (absolute) when pages were recovered, for the Silver task that follows.
 
     :param dataset: dataset key or syndication id.
     :param month: `YYYY-MM` (templated); default: the month before the run's logical date.
