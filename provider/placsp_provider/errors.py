@@ -2,9 +2,29 @@
 
 from __future__ import annotations
 
+from placsp_provider.untrusted import printable, printable_lines
+
 
 class PlacspError(Exception):
-    """Base class: everything the provider raises on purpose."""
+    """Base class: everything the provider raises on purpose.
+
+    The message is made printable here (`untrusted.printable`), once for every raise: a reason phrase,
+    a file name or an lxml message quoting a record travels into task failures, trigger events,
+    notifier alerts and CLI errors, and must not repaint a terminal or forge a log line on the way.
+    Escaping is idempotent (an escape such as `\\x1b` is itself printable), so a message that wraps
+    another one (`PlacspError(f"...: {err}")`) is not escaped twice.
+
+    A message is one line. A subclass whose message is several lines the provider writes itself sets
+    `multiline = True`: its line breaks are kept, so each line must be built from printable parts
+    (every other control character is still escaped).
+    """
+
+    multiline = False
+
+    def __init__(self, *args: object) -> None:
+        if len(args) == 1:
+            args = (printable_lines(args[0]) if self.multiline else printable(args[0]),)
+        super().__init__(*args)
 
 
 class FeedError(PlacspError):

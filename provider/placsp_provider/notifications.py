@@ -1,14 +1,19 @@
 """LogNotifier: the provider's default failure notifier; it logs, and nothing else.
 
-One ERROR line per failed task: DAG, task, run, try and the exception's message (a dead-letter
-threshold message is already bounded; anything else is clipped to `max_chars`). It needs no
-connection, so the DAGs can use it everywhere; a log-based alert rule, or one of the notifiers below
-next to it, turns it into a page.
+One ERROR line per failed task: DAG, task, run, try and the exception's message, made printable
+(`untrusted.printable`: a message quoting a record cannot forge a second log line or repaint a
+terminal) and clipped to `max_chars`. It needs no connection, so the DAGs can use it everywhere; a
+log-based alert rule, or one of the notifiers below next to it, turns it into a page.
 
 The same notifier is the `placsp_daily` Deadline Alert's callback (`run_policy.daily_deadline_alert`):
 run by the triggerer, it logs one `deadline missed: ...` line naming the DAG run.
 
-Route failures elsewhere by adding notifiers to the same callback list:
+Route failures elsewhere by adding notifiers to the same callback list. The exception's message can
+quote what a record holds (an entry id, a file name, an lxml message): every message the provider
+raises is already printable (`errors.PlacspError`), but Airflow's Jinja does not escape HTML or Slack
+markup, so the templates below escape it themselves. Keep the exception in the template
+(`{{ exception | e }}`): never format it into a template field in Python, because the notifier renders
+its fields as Jinja and would then render the record's text as a template.
 
 - **Email**: `SmtpNotifier` from apache-airflow-providers-smtp (installed with Airflow itself), with
   an SMTP connection (`smtp_default`, e.g. `AIRFLOW_CONN_SMTP_DEFAULT='smtp://user:pass@mail:587'`)::
@@ -21,13 +26,19 @@ Route failures elsewhere by adding notifiers to the same callback list:
               to="data-quality@example.org",
               from_email="airflow@example.org",
               subject="[placsp] {{ dag.dag_id }}.{{ ti.task_id }} failed ({{ run_id }})",
-              html_content="<pre>{{ exception }}</pre>",
+              html_content="<pre>{{ exception | e }}</pre>",
           ),
       ]
 
-- **Slack**: install apache-airflow-providers-slack and add
-  `SlackWebhookNotifier(slack_webhook_conn_id="slack_default", text="{{ ti.task_id }}: {{ exception }}")`
-  (module `airflow.providers.slack.notifications.slack_webhook`) to the same list.
+- **Slack**: install apache-airflow-providers-slack and add a `SlackWebhookNotifier` to the same list.
+  Slack reads `<...>` as links and mentions (`<!channel>`) and wants exactly `&`, `<` and `>` escaped::
+
+      from airflow.providers.slack.notifications.slack_webhook import SlackWebhookNotifier
+
+      SlackWebhookNotifier(
+          slack_webhook_conn_id="slack_default",
+          text="{{ ti.task_id }}: {{ exception | replace('&','&amp;') | replace('<','&lt;') | replace('>','&gt;') }}",
+      )
 """
 
 from __future__ import annotations
@@ -36,6 +47,8 @@ import logging
 from typing import Any
 
 from airflow.sdk import BaseNotifier
+
+from placsp_provider.untrusted import printable
 
 LOGGER = "placsp_provider.alerts"
 
@@ -46,7 +59,8 @@ class LogNotifier(BaseNotifier):
     Use as `on_failure_callback=LogNotifier()` (task or DAG level; a list mixes it with other notifiers).
 
     :param logger_name: the stdlib logger to write to (route it with Airflow's logging config).
-    :param max_chars: longest exception message logged; longer ones end in `…`.
+    :param max_chars: longest exception message logged (counted before its control characters are
+        escaped); longer ones end in `…`.
     """
 
     def __init__(self, *, logger_name: str = LOGGER, max_chars: int = 4000, context: Any = None) -> None:
@@ -72,10 +86,10 @@ class LogNotifier(BaseNotifier):
         try_number = getattr(ti, "try_number", None)
         error = context.get("exception") or context.get("reason") or "no exception in the context"
         text = f"{type(error).__name__}: {error}" if isinstance(error, BaseException) else str(error)
-        if len(text) > self.max_chars:
-            text = text[: self.max_chars - 1] + "…"
         attempt = f", try {try_number}" if try_number else ""
-        return f"failed: dag {dag_id}, task {task_id}, run {run_id}{attempt}: {text}"
+        # One line whatever the exception: the gate's message keeps its lines as `\n`, and a foreign
+        # exception quoting a record cannot forge a second log line.
+        return f"failed: dag {dag_id}, task {task_id}, run {run_id}{attempt}: {printable(text, self.max_chars)}"
 
     def _describe_deadline(self, context: Any) -> str:
         """A missed Deadline Alert: the triggerer passes the DAG run (as the REST API shows it) and the deadline."""

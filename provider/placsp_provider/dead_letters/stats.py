@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 from placsp_provider.dead_letters.lifecycle import QUARANTINED, STAGES
 from placsp_provider.errors import ConfigError, PlacspError
 from placsp_provider.lake import DEAD_LETTER_TABLE, table_path
+from placsp_provider.untrusted import printable
 
 if TYPE_CHECKING:
     import pyarrow.dataset as pads
@@ -44,6 +45,7 @@ SEVERITIES = ("error", "warn")
 SAMPLE_LIMIT = 5
 TOP_ERROR_TYPES = 5
 MESSAGE_LIMIT = 2000
+SAMPLE_CHARS = 300  # one sample line of the failure message, before its control characters are escaped
 
 _COUNT_COLUMNS = ("dataset", "stage", "error_type", "status")
 _SAMPLE_COLUMNS = ("source_file", "entry_id", "record_offset")
@@ -508,14 +510,19 @@ def failure_message(checks: Iterable[ThresholdCheck], counts: DeadLetterCounts, 
         top = list(counts.by_error_type.items())
         more = f" (+{len(top) - TOP_ERROR_TYPES} more types)" if len(top) > TOP_ERROR_TYPES else ""
         head.append("top error types: " + ", ".join(f"{k} {v}" for k, v in top[:TOP_ERROR_TYPES]) + more)
+    # Source files, entry ids (and error types, datasets) are shown as the table holds them, which is
+    # as the records had them: each line is made printable on its own, before the lines are joined, so
+    # the only line breaks of the message are its own (it is a `multiline` PlacspError).
     samples = [
-        _clip(f"  - {s.source_file} @ {s.record_offset}, entry {s.entry_id or '(none)'}", 300) for s in counts.samples
+        printable(f"  - {s.source_file} @ {s.record_offset}, entry {s.entry_id or '(none)'}", SAMPLE_CHARS)
+        for s in counts.samples
     ]
     tail = [
         f"details: {query.cli_command()}",
         f"list them all (DuckDB): {query.duckdb_sql()}",
         f"(Spark SQL: {query.spark_sql()})",
     ]
+    head, tail = [printable(line) for line in head], [printable(line) for line in tail]
     for keep in range(len(samples), -1, -1):
         block = [f"samples ({keep} of {counts.total}):", *samples[:keep]] if keep else []
         text = "\n".join([*head, *block, *tail])
@@ -546,10 +553,6 @@ def _num(value: float | None) -> str:
     if value is None:
         return "undefined"
     return str(int(value)) if float(value).is_integer() else f"{value:g}"
-
-
-def _clip(text: str, width: int) -> str:
-    return text if len(text) <= width else text[: width - 1] + "…"
 
 
 def _reason(err: BaseException) -> str:

@@ -70,6 +70,7 @@ class PlacspExtractOperator(BaseOperator):
         from placsp_provider.errors import PlacspError
         from placsp_provider.hooks.placsp import PlacspHook
         from placsp_provider.lake import manifest_path
+        from placsp_provider.untrusted import printable
 
         ds = get_dataset(self.dataset)
         start: datetime | None = context.get("data_interval_start")
@@ -105,7 +106,8 @@ class PlacspExtractOperator(BaseOperator):
                 "dataset %s: %d page(s) are not well-formed; landed for quarantine: %s",
                 ds.key,
                 summary["not_well_formed"],
-                ", ".join(summary["not_well_formed_files"]),
+                # Bronze file names keep a page's or archive member's name as the server gave it.
+                printable(", ".join(summary["not_well_formed_files"])),
             )
         self._summary = summary
         return summary

@@ -20,7 +20,12 @@ XCOM_KEY = "quality_check"
 
 
 class DataQualityError(PlacspError, AirflowFailException):
-    """An `error` rule failed, or a contract cannot be used. Not retried: the data will not change."""
+    """An `error` rule failed, or a contract cannot be used. Not retried: the data will not change.
+
+    Its failure message (`quality.engine.failure_message`) is several lines: they are kept.
+    """
+
+    multiline = True
 
 
 class DataContractCheckOperator(BaseOperator):

@@ -25,7 +25,12 @@ XCOM_KEY = "dead_letter_check"
 
 
 class DeadLetterThresholdError(PlacspError, AirflowFailException):
-    """A dead-letter threshold with severity `error` failed. Not retried: the data will not change."""
+    """A dead-letter threshold with severity `error` failed. Not retried: the data will not change.
+
+    Its message is `stats.failure_message`: several lines, each already made printable.
+    """
+
+    multiline = True
 
     def __init__(self, message: str, checks: Sequence[Any]) -> None:
         self.checks = list(checks)
@@ -136,6 +141,8 @@ class DeadLetterThresholdSensor(BaseSensorOperator):
         query = self._query(context)
         status = event["status"]
         if status == "error":
+            # The event may come from a triggerer of another provider version: PlacspError makes its
+            # reason printable either way.
             raise PlacspError(f"dataset {query.dataset}: dead-letter check failed: {event['error']}")
         if status == "timeout" and self.scope == "run":
             raise AirflowSensorTimeout(self._summary_timeout(query))

@@ -27,6 +27,7 @@ from typing import Any
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from placsp_provider.errors import PlacspError
+from placsp_provider.untrusted import printable
 
 CLASSPATH = "placsp_provider.triggers.dead_letters.DeadLetterThresholdTrigger"
 
@@ -105,8 +106,11 @@ class DeadLetterThresholdTrigger(BaseTrigger):
                 status, payload = await asyncio.to_thread(self._poll)
             except PlacspError as err:
                 # A table that cannot be read will not heal by waiting: hand the reason to the task.
-                self.log.error("dataset %s: %s", self.dataset, err)
-                yield TriggerEvent(self._event(ERROR, polls, error=str(err)))
+                # The event is stored in Airflow's database and shown in its UI: its reason is one
+                # printable line from the start (idempotent on a PlacspError's already printable message).
+                reason = printable(err)
+                self.log.error("dataset %s: %s", self.dataset, reason)
+                yield TriggerEvent(self._event(ERROR, polls, error=reason))
                 return
             if status is not None:
                 self.log.info("dataset %s: %s after %d poll(s)", self.dataset, status, polls)
