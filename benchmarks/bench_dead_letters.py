@@ -238,6 +238,7 @@ def _append_row(
         "last_attempt_at": None,
         "replayed_at": None,
         "replay_run_id": None,
+        "raw_bytes": raw.encode("utf-8"),  # as the ingest writes it (these records hold no declaration)
     }
     for key, value in values.items():
         columns[key].append(value)

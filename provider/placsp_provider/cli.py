@@ -7,7 +7,6 @@ stack trace (`--debug` shows it).
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import sys
 from collections.abc import Callable, Sequence
@@ -18,6 +17,7 @@ from typing import Any
 from placsp_provider import settings
 from placsp_provider.errors import PlacspError
 from placsp_provider.lake import DEAD_LETTER_TABLE, LAKE_TABLES, bronze_dir, table_path
+from placsp_provider.untrusted import printable, printable_json, printable_lines
 
 
 def _timestamp(text: str) -> datetime:
@@ -134,6 +134,27 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("--run-id", default="", help="recorded on replayed rows and dead letters")
     rp.add_argument("--json", action="store_true", help="print the summary as JSON on stdout")
     rp.set_defaults(func=_cmd_dead_letter_replay)
+
+    sh = dl_sub.add_parser(
+        "show", help="print a dead letter's record: the exact bytes the ingest rejected (stdout), what it is (stderr)"
+    )
+    sh.add_argument("--lake", required=True, type=Path, help="lake root folder")
+    sh.add_argument("--id", required=True, dest="dead_letter_id", help="the dead_letter_id (64 hex characters)")
+    sh.add_argument("--dataset", help="key or syndication id (optional: reads only its partition)")
+    sh.add_argument(
+        "--text", action="store_true", help="print raw_record instead: the text form, or a person's correction"
+    )
+    sh.set_defaults(func=_cmd_dead_letter_show)
+
+    fx = dl_sub.add_parser(
+        "fix",
+        help="write a corrected record into a dead letter and mark it fixed (checked with the parser first)",
+    )
+    fx.add_argument("--lake", required=True, type=Path, help="lake root folder")
+    fx.add_argument("--id", required=True, dest="dead_letter_id", help="the dead_letter_id (64 hex characters)")
+    fx.add_argument("--file", required=True, type=Path, help="the corrected record, UTF-8 (e.g. edited `show` output)")
+    fx.add_argument("--dataset", help="key or syndication id (optional: reads only its partition)")
+    fx.set_defaults(func=_cmd_dead_letter_fix)
     _add_quality_commands(sub)
     return parser
 
@@ -183,9 +204,9 @@ def _cmd_quality_check(args: argparse.Namespace) -> dict[str, Any]:
         request = CheckRequest(str(lake), dataset, args.run_id, CONTRACT_TABLES, args.contracts)
         sql, names, rows = list_offending_rows(request, args.rule, args.limit)
         print(f"-- {sql}", file=sys.stderr)
-        print("\t".join(names))
-        for row in rows:
-            print("\t".join("" if v is None else str(v) for v in row))
+        print("\t".join(printable(n) for n in names))
+        for row in rows:  # table data: entry ids, file names, record text
+            print("\t".join("" if v is None else printable(v) for v in row))
         print(f"{len(rows)} row(s) (at most {args.limit})", file=sys.stderr)
         return {}
     from placsp_provider.quality.run import check_dataset
@@ -195,11 +216,11 @@ def _cmd_quality_check(args: argparse.Namespace) -> dict[str, Any]:
     )
     report = check.report
     if args.json:
-        print(json.dumps(report.to_dict(), indent=2, ensure_ascii=False, default=str))
+        print(printable_json(report.to_dict(), indent=2, default=str))
     else:
         for result in report.results:
             if not result.success:
-                print(f"FAIL {result.describe()}")
+                print(f"FAIL {printable(result.describe())}")
         print(
             f"{dataset}: {len(report.results)} rules, {len(report.errors)} error and {len(report.warnings)} warn "
             f"rule(s) failing" + ("" if report.passed else f"; list rows: {report.request.cli_command(rule='RULE_ID')}")
@@ -216,7 +237,7 @@ def _cmd_quality_volume(args: argparse.Namespace) -> dict[str, Any]:
     config = VolumeConfig(interval_width=args.interval_width, min_history_days=args.min_history_days)
     day = args.day or (datetime.now(UTC).date() - timedelta(days=1))
     check = check_day(args.lake.resolve(), get_dataset(args.dataset).key, day, config)
-    print(json.dumps(check.to_dict(), indent=2) if args.json else check.message())
+    print(printable_json(check.to_dict(), indent=2) if args.json else printable(check.message()))
     if check.status == "anomaly":
         raise SystemExit(1)
     return {}
@@ -386,9 +407,49 @@ def _cmd_dead_letter_replay(args: argparse.Namespace) -> dict[str, Any]:
     finally:
         spark.stop()
     if not args.json:
-        print(describe(summary))
+        print(printable_lines(describe(summary)))
         return {}
     return summary
+
+
+def _cmd_dead_letter_show(args: argparse.Namespace) -> dict[str, Any]:
+    from placsp_provider.dead_letters.fix import find_dead_letter
+
+    lake = args.lake.resolve()
+    letter = find_dead_letter(lake, args.dead_letter_id, args.dataset)
+    if args.text:
+        data = letter.row["raw_record"].encode("utf-8")
+    else:
+        exact = letter.exact_bytes(lake)
+        if exact is None:
+            raise PlacspError(
+                f"{letter.describe()}: written before raw_bytes, and its exact bytes cannot be known (its Bronze "
+                "page is gone and its text shows undecodable bytes as \\xNN); `--text` prints that text to fix it from"
+            )
+        data = exact
+    note = " (fixed: a replay reads the corrected text, `--text`)" if letter.row["status"] == "fixed" else ""
+    print(f"{letter.describe()}; {len(data)} bytes{note}", file=sys.stderr)
+    sys.stdout.flush()
+    sys.stdout.buffer.write(data)
+    sys.stdout.buffer.flush()
+    return {}
+
+
+def _cmd_dead_letter_fix(args: argparse.Namespace) -> dict[str, Any]:
+    from placsp_provider.dead_letters.fix import fix_record
+
+    try:
+        data = args.file.read_bytes()
+    except OSError as err:
+        raise PlacspError(f"cannot read the corrected record {args.file}: {err.strerror or err}") from err
+    letter = fix_record(args.lake.resolve(), args.dead_letter_id, data, args.dataset)
+    print(
+        f"{letter.describe()}: the corrected record parses as one {letter.row['record_kind']} and is stored; "
+        f"replay it: placsp dead-letters replay --lake {args.lake} --dataset {letter.dataset} "
+        f"--id {args.dead_letter_id}",
+        file=sys.stderr,
+    )
+    return {}
 
 
 class _Progress:
@@ -427,12 +488,12 @@ class _Progress:
 
 def _print_summary(summary: dict[str, Any], as_json: bool) -> None:
     if as_json:
-        print(json.dumps(summary, indent=2, ensure_ascii=False))
+        print(printable_json(summary, indent=2))
         return
     for key, value in summary.items():
         if isinstance(value, dict):
             value = ", ".join(f"{k}={v}" for k, v in value.items())
-        print(f"{key:>18}: {value}")
+        print(f"{key:>18}: {printable(value)}")  # values carry file names, ids, URLs
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -42,3 +42,16 @@ def printable_lines(text: object) -> str:
     """As `printable`, but the message's own line breaks (`\\n`) kept: for multi-line messages the
     provider writes itself, whose parts were already made printable (a bare `\\r` is still escaped)."""
     return "\n".join(printable(line) for line in str(text).split("\n"))
+
+
+# What JSON leaves raw with `ensure_ascii=False` (it escapes C0 itself): DEL, C1, bidi controls.
+_RAW_IN_JSON = re.compile("[\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069\u2028\u2029]")
+
+
+def printable_json(value: object, **dumps: object) -> str:
+    """`json.dumps(value, ensure_ascii=False, ...)` with the characters JSON would leave raw written
+    as `\\uXXXX` escapes: the same JSON for a program, nothing a terminal acts on for a person."""
+    import json
+
+    text = json.dumps(value, ensure_ascii=False, **dumps)  # type: ignore[arg-type]
+    return _RAW_IN_JSON.sub(lambda m: f"\\u{ord(m.group()):04x}", text)

@@ -96,6 +96,7 @@ def test_two_writers_on_one_partition_collide_for_real_and_lose_nothing(spark, t
             "last_attempt_at": None,
             "replayed_at": None,
             "replay_run_id": None,
+            "raw_bytes": f"<entry>{n}".encode(),
         }
         return [row[f.name] for f in schema.fields]
 

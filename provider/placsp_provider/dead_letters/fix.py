@@ -1,62 +1,208 @@
-"""Write a corrected record into its dead letter and mark it `fixed`, ready for a replay
-(docs/runbook.md, "Fixing a record by hand"). delta-rs, no Spark.
+"""Look at a dead letter's record, and write a person's corrected record into it (status `fixed`),
+ready for a replay (docs/runbook.md, "Fixing a record by hand"). delta-rs, no Spark.
 
-Why not delta-rs's `update(new_values=...)`: it puts a string between quotes without escaping it, so
-a record holding an apostrophe (L'Ajuntament, d'Urgell: common in the feeds) is cut at its first one
-without an error, or refused. Here the record goes in as a SQL literal with its quotes doubled, and
-is read back before the function returns.
+`placsp dead-letters show` prints the exact bytes the ingest rejected (`raw_bytes`);
+`placsp dead-letters fix` takes the corrected record from a file, checks that it parses as one
+record of the dead letter's kind and dataset with the parser the replay will run (nothing is written
+otherwise), writes it into `raw_record`, sets `fixed` and reads both back. `raw_bytes` keeps the
+original (what was rejected stays on record); a replay then re-parses the person's text
+(`dead_letters.record_bytes`).
+
+The record reaches the table as an Arrow value in a MERGE, never inside an SQL string: apostrophes
+(L'Ajuntament, d'Urgell: common in the feeds), backslashes and non-ASCII text arrive as written.
 """
 
 from __future__ import annotations
 
+import codecs
 import re
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from placsp_provider.datasets import get_dataset
-from placsp_provider.dead_letters.lifecycle import FIXED
+from placsp_provider.dead_letters.lifecycle import FIXED, REPLAYED
+from placsp_provider.dead_letters.record_bytes import legacy_bytes, split_declaration
 from placsp_provider.errors import ConfigError, PlacspError
 from placsp_provider.lake import DEAD_LETTER_TABLE, table_path
+from placsp_provider.untrusted import printable
 
 _ID = re.compile(r"[0-9a-f]{64}")
+_RECORD_KINDS = ("entry", "tombstone")
+# The encoding an XML declaration names, if any (the declaration is at most a few hundred bytes).
+_DECLARED_ENCODING = re.compile(rb"""\bencoding\s*=\s*["']([A-Za-z0-9._-]{1,40})["']""")
+_COLUMNS = (
+    "dataset",
+    "dead_letter_id",
+    "source_file",
+    "stage",
+    "error_type",
+    "record_kind",
+    "entry_id",
+    "record_offset",
+    "namespace_context",
+    "raw_record",
+    "raw_bytes",
+    "status",
+)
 
 
-def sql_string(text: str) -> str:
-    """`text` as a SQL string literal (DataFusion's, standard SQL: a quote is doubled)."""
-    return "'" + text.replace("'", "''") + "'"
+class DeadLetterNotFoundError(PlacspError):
+    """No dead letter has that id (in that dataset)."""
+
+
+class RecordFixRefusedError(PlacspError):
+    """The corrected record was not written: it does not parse, or the dead letter cannot take a fix."""
+
+
+@dataclass(frozen=True)
+class DeadLetterRecord:
+    """One dead letter's record and what identifies it."""
+
+    row: dict[str, Any]
+
+    @property
+    def dataset(self) -> str:
+        return str(self.row["dataset"])
+
+    def exact_bytes(self, lake: Path) -> bytes | None:
+        """The bytes the ingest rejected: `raw_bytes`, or for a dead letter written before that column
+        the bytes `record_bytes.legacy_bytes` can establish; None when nobody can know them."""
+        if self.row["raw_bytes"] is not None:
+            return bytes(self.row["raw_bytes"])
+        if self.row["record_kind"] not in _RECORD_KINDS:
+            return self.row["raw_record"].encode("utf-8")
+        return legacy_bytes(self.row, lake)
+
+    def describe(self) -> str:
+        r = self.row
+        return printable(
+            f"dead letter {r['dead_letter_id']}: dataset {r['dataset']}, file {r['source_file']}, "
+            f"{r['record_kind']} {r['entry_id'] or '(id not readable)'}, stage {r['stage']} [{r['error_type']}], "
+            f"status {r['status']}"
+        )
+
+
+def find_dead_letter(lake: Path, dead_letter_id: str, dataset: str | None = None) -> DeadLetterRecord:
+    """The dead letter with this id (in `dataset`'s partition when given; ids are unique across
+    datasets); a named error when there is none."""
+    from deltalake import DeltaTable
+
+    from placsp_provider.delta_rs.table_upgrade import add_missing_columns
+    from placsp_provider.table_files import local_files, text_equals
+
+    where = f"dataset {get_dataset(dataset).key}" if dataset else "any dataset"
+    if not _ID.fullmatch(dead_letter_id):
+        raise ConfigError(f"{printable(dead_letter_id, 80)!s} is not a dead_letter_id (64 hex characters)")
+    path = table_path(Path(lake), DEAD_LETTER_TABLE)
+    if not (path / "_delta_log").is_dir():
+        raise DeadLetterNotFoundError(f"no dead-letter table under {lake} (is it the lake root?)")
+    add_missing_columns(Path(lake))  # a table of an earlier release: raw_bytes is read below
+    pruning = [("dataset", "=", get_dataset(dataset).key)] if dataset else None
+    files = local_files(DeltaTable(str(path)), pruning)
+    rows = files.to_table(columns=list(_COLUMNS), filter=text_equals("dead_letter_id", dead_letter_id)).to_pylist()
+    if not rows:
+        raise DeadLetterNotFoundError(f"no dead letter {dead_letter_id} in {where} of {path}")
+    return DeadLetterRecord(rows[0])
+
+
+def corrected_text(data: bytes) -> str:
+    """The corrected record in a file, as the text a replay parses: UTF-8 (a UTF-8 BOM and an XML
+    declaration that says UTF-8, as `show` prints it, are taken off), surrounding whitespace trimmed."""
+    whole = len(data)
+    if data.startswith(codecs.BOM_UTF8):
+        data = data[len(codecs.BOM_UTF8) :]
+    declaration, record = split_declaration(data.lstrip())
+    if declaration:
+        named = _DECLARED_ENCODING.search(declaration)
+        if named and named.group(1).decode("ascii").lower().replace("_", "-") not in ("utf-8", "utf8"):
+            raise RecordFixRefusedError(
+                f"the corrected record declares encoding {named.group(1).decode('ascii')!r}; save it as UTF-8 "
+                "and remove (or correct) its XML declaration"
+            )
+    try:
+        return record.decode("utf-8").strip()
+    except UnicodeDecodeError as err:
+        raise RecordFixRefusedError(
+            f"the corrected record is not UTF-8 text: byte {err.object[err.start]:#04x} at offset "
+            f"{whole - len(record) + err.start} does not decode; save the file as UTF-8"
+        ) from None
+
+
+def check_fix(letter: DeadLetterRecord, text: str) -> None:
+    """Refuse (naming why) a correction the replay would not turn into exactly one row of the dead
+    letter's kind: the replay's own parser and validation, on the text it will read."""
+    from placsp_provider.parser.page_parser import parse_dead_letter
+
+    r = letter.row
+    if r["status"] == REPLAYED:
+        raise RecordFixRefusedError(f"{letter.describe()}: it was replayed into Silver already; nothing to fix")
+    if r["record_kind"] not in _RECORD_KINDS:
+        raise RecordFixRefusedError(
+            f"{letter.describe()}: a whole page or file is not fixed record by record; re-extract its interval "
+            "and replay it (docs/runbook.md, 'Re-ingest')"
+        )
+    if not text:
+        raise RecordFixRefusedError(f"{letter.describe()}: the corrected record is empty")
+    result = parse_dead_letter(r, dataset=get_dataset(letter.dataset), raw_record=text)
+    if result.dead_letters:
+        failed = result.dead_letters[0]
+        raise RecordFixRefusedError(
+            f"{letter.describe()}: the corrected record still fails [{failed['error_type']}]: "
+            f"{printable(failed['error_message'], 1500)} -- nothing was written"
+        )
+    rows = result.entries if r["record_kind"] == "entry" else result.tombstones
+    if len(rows) != 1:
+        raise RecordFixRefusedError(
+            f"{letter.describe()}: the corrected record must be exactly one {r['record_kind']}; nothing was written"
+        )
+
+
+def fix_record(lake: Path, dead_letter_id: str, data: bytes, dataset: str | None = None) -> DeadLetterRecord:
+    """Check the corrected record (`data`, a file's bytes), write it into the dead letter's
+    `raw_record`, set status `fixed`, and read it back; the dead letter as now committed."""
+    letter = find_dead_letter(lake, dead_letter_id, dataset)
+    text = corrected_text(data)
+    check_fix(letter, text)
+    _write_fix(Path(lake), letter, text)
+    stored = find_dead_letter(lake, dead_letter_id, letter.dataset)
+    if (stored.row["raw_record"], stored.row["status"]) != (text, FIXED):
+        raise PlacspError(f"{letter.describe()}: the record read back differs from the one written")
+    return stored
 
 
 def mark_fixed(lake: Path, dataset: str, dead_letter_id: str, raw_record: str) -> None:
-    """Replace the dead letter's `raw_record` by the corrected one and set its status `fixed`."""
+    """`fix_record` for a corrected record held as text (the Python form of `placsp dead-letters fix`)."""
+    fix_record(Path(lake), dead_letter_id, raw_record.encode("utf-8"), dataset)
+
+
+def _write_fix(lake: Path, letter: DeadLetterRecord, text: str) -> None:
+    """One MERGE: the record and the status, only if the dead letter still has the status it was read
+    with (a replay that moved it since wins, and this says so)."""
+    import pyarrow as pa
     from deltalake import DeltaTable
 
-    ds = get_dataset(dataset).key
-    if not _ID.fullmatch(dead_letter_id):
-        raise ConfigError(f"dataset {ds}: {dead_letter_id!r} is not a dead_letter_id (64 hex characters)")
-    path = table_path(Path(lake), DEAD_LETTER_TABLE)
-    where = f"dataset = '{ds}' AND dead_letter_id = '{dead_letter_id}'"
-    metrics = DeltaTable(str(path)).update(
-        predicate=where, updates={"raw_record": sql_string(raw_record), "status": sql_string(FIXED)}
+    r = letter.row
+    source = pa.table(
+        {
+            "dead_letter_id": pa.array([r["dead_letter_id"]], pa.string()),
+            "raw_record": pa.array([text], pa.string()),
+            "status": pa.array([FIXED], pa.string()),
+        }
     )
-    if metrics.get("num_updated_rows") != 1:
+    status_was = r["status"].replace("'", "''")
+    dataset = get_dataset(letter.dataset).key  # a known key: safe in the predicate (and prunes the partition)
+    merge = DeltaTable(str(table_path(lake, DEAD_LETTER_TABLE))).merge(
+        source,
+        f"t.dataset = '{dataset}' AND t.dead_letter_id = s.dead_letter_id",
+        source_alias="s",
+        target_alias="t",
+    )
+    done = merge.when_matched_update(
+        updates={"raw_record": "s.raw_record", "status": "s.status"}, predicate=f"t.status = '{status_was}'"
+    ).execute()
+    if int(done.get("num_target_rows_updated") or 0) != 1:
         raise PlacspError(
-            f"dataset {ds}: dead letter {dead_letter_id}: {metrics.get('num_updated_rows')} rows updated in {path}, "
-            "expected 1 (is the id of this dataset?)"
+            f"{letter.describe()}: not written: its status changed while the fix was checked (a replay ran?); "
+            "look again with `placsp dead-letters show`"
         )
-    stored = _read_back(path, ds, dead_letter_id)
-    if stored != [raw_record]:
-        raise PlacspError(
-            f"dataset {ds}: dead letter {dead_letter_id}: the record read back differs from the one written"
-        )
-
-
-def _read_back(path: Path, dataset: str, dead_letter_id: str) -> list[str]:
-    """The `raw_record` of that dead letter as now committed: the dataset's partition only, the id
-    filtered in the Parquet scan, through Arrow's own filesystem (`table_files.local_files`)."""
-    from deltalake import DeltaTable
-
-    from placsp_provider.table_files import local_files, text_equals
-
-    files = local_files(DeltaTable(str(path)), [("dataset", "=", dataset)])
-    wanted = text_equals("dead_letter_id", dead_letter_id)  # files of both engines (table_files)
-    rows = files.to_table(columns=["raw_record"], filter=wanted)
-    return rows.column("raw_record").to_pylist()

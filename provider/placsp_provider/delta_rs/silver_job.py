@@ -28,6 +28,7 @@ import pyarrow.parquet as pq
 from placsp_provider.bronze.landing import run_folder
 from placsp_provider.bronze.manifest import LandedPage
 from placsp_provider.delta_rs.silver_write import RoutedBatch, is_commit_conflict, scan, write_batch
+from placsp_provider.delta_rs.table_upgrade import add_missing_columns
 from placsp_provider.errors import BronzePageError, ConfigError
 from placsp_provider.lake import DEAD_LETTER_TABLE, LAKE_TABLES, SILVER_TABLES, staging_dir, table_path
 from placsp_provider.parser.silver_schema import SCHEMAS
@@ -125,6 +126,7 @@ def run_ingest(request: IngestRequest) -> dict[str, Any]:
             "the lake's Delta tables do not exist yet: its first ingest runs on Spark",
             stage="ingest",
         )
+    add_missing_columns(lake)  # a lake of an earlier release: its tables gain the newer columns
     started = datetime.now(UTC).replace(microsecond=0)
     pages, skipped = pages_to_ingest(dataclasses.replace(request, lake=lake))
     log.info(

@@ -32,6 +32,7 @@ from lxml import etree
 
 from placsp_provider.datasets import Dataset
 from placsp_provider.dead_letters.lifecycle import STAGE_PARSE, STAGE_VALIDATION
+from placsp_provider.dead_letters.record_bytes import record_to_replay, split_declaration
 from placsp_provider.feed.prolog import dtd_refusal, to_utf8
 from placsp_provider.feed.xml import ATOM_NS, DELETED_ENTRY_TAG, ENTRY_TAG, make_parser
 from placsp_provider.parser import page_split
@@ -71,6 +72,7 @@ DEAD_LETTER_KEYS = (
     "record_kind",
     "entry_id",
     "record_offset",
+    "raw_bytes",
 )
 
 _ENCODING_CODES = frozenset(
@@ -210,16 +212,20 @@ def parse_record(
     source_file: str,
     namespace_context: str | bytes = "",
     record_offset: int = 0,
+    page_ended_inside: bool = False,
 ) -> PageParseResult:
-    """Re-parse ONE record (a dead letter's raw_record + namespace_context) through the page code path.
+    """Re-parse ONE record (a dead letter's raw_bytes or a corrected raw_record, + namespace_context)
+    through the page code path.
 
-    `kind` is the dead letter's record_kind ('entry' or 'tombstone'). A `str` raw_record is encoded as
-    UTF-8 (that is how dead letters store it); fix any `\\xNN` escapes before replaying. A record that
-    still has no end tag is reported as `unclosed_record` (replay cannot tell a cut page any more).
+    `kind` is the dead letter's record_kind ('entry' or 'tombstone'). Bytes are read as the ingest
+    read them: a leading XML declaration (as `raw_bytes` keeps the page's) applies to the record. A
+    `str` (a person's text) is encoded as UTF-8. A record that still has no end tag is reported as
+    `truncated` when `page_ended_inside` (its page was cut inside it: a fact of the original bytes),
+    else as `unclosed_record`.
     """
     if kind not in _EXPECTED_TAG:
         raise ValueError(f"record kind must be 'entry' or 'tombstone' to re-parse, not {kind!r}")
-    data = raw.encode("utf-8") if isinstance(raw, str) else raw
+    declaration, data = split_declaration(raw.encode("utf-8") if isinstance(raw, str) else raw)
     context_text = namespace_context.decode("utf-8") if isinstance(namespace_context, bytes) else namespace_context
     # A record still missing its end tag must be reported as such again, not as a generic syntax error.
     spans = page_split.scan_page(data).records
@@ -233,7 +239,9 @@ def parse_record(
             raw=data,
             offset=record_offset,
             namespace_context=context_text,
+            xml_declaration=declaration,
             closed=closed,
+            truncated=page_ended_inside and not closed,
         ),
         _record_parser(),
         out,
@@ -242,14 +250,21 @@ def parse_record(
 
 
 def parse_dead_letter(dead_letter: Row, *, dataset: Dataset, raw_record: bytes | str | None = None) -> PageParseResult:
-    """Replay helper: re-parse a dead letter as stored (or with a corrected `raw_record`)."""
+    """Replay helper: re-parse a dead letter as the replay does (`dead_letters.record_bytes`: its
+    exact bytes, or a person's correction), or with the corrected `raw_record` given here."""
+    if raw_record is None:
+        chosen = record_to_replay(dead_letter)
+        raw, exact = chosen.data, chosen.exact
+    else:
+        raw, exact = raw_record, False
     return parse_record(
-        dead_letter["raw_record"] if raw_record is None else raw_record,
+        raw,
         kind=dead_letter["record_kind"],
         dataset=dataset,
         source_file=dead_letter["source_file"],
         namespace_context=dead_letter["namespace_context"],
         record_offset=dead_letter["record_offset"],
+        page_ended_inside=exact and dead_letter["error_type"] == TRUNCATED,
     )
 
 
@@ -427,6 +442,7 @@ def _dead_letter(context: _RecordContext, stage: str, error_type: str, reason: s
         "record_kind": context.kind,
         "entry_id": entry_id,
         "record_offset": context.offset,
+        "raw_bytes": context.xml_declaration + context.raw,
     }
 
 
@@ -465,4 +481,5 @@ def _page_dead_letter(
         "record_kind": PAGE,
         "entry_id": None,
         "record_offset": offset,
+        "raw_bytes": excerpt,
     }

@@ -206,11 +206,17 @@ DEAD_LETTERS = pa.schema(
         _required("stage", pa.string()),  # parse | validation (the job adds reconciliation)
         _required("error_type", pa.string()),
         _required("error_message", pa.string()),
-        _required("raw_record", pa.string()),  # UTF-8, undecodable bytes as \xNN
+        _required("raw_record", pa.string()),  # for people: UTF-8, undecodable bytes shown as \xNN
         _required("namespace_context", pa.string()),
         _required("record_kind", pa.string()),  # entry | tombstone | page (the job adds file)
         _optional("entry_id"),
         _required("record_offset", pa.int64()),
+        # What the parser read, exactly: the page's XML declaration (when it had one), then the record's
+        # bytes. A replay re-parses these, never `raw_record`'s text (unless a person corrected it), so
+        # the same bytes get the same verdict. Null only on dead letters written before the column
+        # existed (docs/runbook.md, "Dead letters written before raw_bytes"). Last, because a column
+        # added to an existing table goes last: fresh and upgraded tables have one column order.
+        _optional("raw_bytes", pa.binary()),
     ]
 )
 

@@ -8,11 +8,14 @@ corrected `raw_record` by hand) that match the filters, oldest first, at most `m
 
 What happens to each, and nothing else can:
 - record-level (an entry or a tombstone): re-parsed and re-validated by `parse_dead_letter`, the
-  ingest's own code, in one Spark job whose tasks stage the rows. Valid now: its rows are written
-  into Silver by delta-rs from the driver, under the ingest's newest-wins rule (`delta_rs.silver_write`,
-  the writer of the ingest's batches up to `PLACSP_DELTA_RS_WRITE_MAX_MB`), and the dead letter
-  becomes `replayed` (`replayed_at`, `replay_run_id`). Still failing: `attempts`
-  + 1, `last_attempt_at`, the new error; `abandoned` once `attempts` reaches `max_attempts`.
+  ingest's own code, in one Spark job whose tasks stage the rows. It reads the exact bytes the
+  ingest rejected (`raw_bytes`), or the record a person corrected (`dead_letters.record_bytes`):
+  the same bytes, the same verdict, so an unfixed dead letter can never become a Silver row.
+  Valid now: its rows are written into Silver by delta-rs from the driver, under the ingest's
+  newest-wins rule (`delta_rs.silver_write`, the writer of the ingest's batches up to
+  `PLACSP_DELTA_RS_WRITE_MAX_MB`), and the dead letter becomes `replayed` (`replayed_at`,
+  `replay_run_id`). Still failing: `attempts` + 1, `last_attempt_at`, the new error; `abandoned`
+  once `attempts` reaches `max_attempts`.
 - file-level (stage `reconciliation`, or a page-level parse failure): the Bronze file is reprocessed
   through the normal ingest (`route_files` / `write_routed`). The dead letter is recovered when that
   reprocess no longer produces it (its id is deterministic), else it is still failing as above.
@@ -141,13 +144,16 @@ class _Counts:
     files: list[str] = field(default_factory=list)
 
 
-def select(spark: SparkSession, request: ReplayRequest) -> DataFrame:
-    """The dead letters this replay owns (REPLAY_INPUT_COLUMNS), oldest first, at most `max_records`.
+def select(spark: SparkSession, request: ReplayRequest) -> tuple[DataFrame, list[str]]:
+    """The dead letters this replay owns (REPLAY_INPUT_COLUMNS), oldest first, at most `max_records`;
+    and the ids of those left out because their exact bytes cannot be known (written before
+    `raw_bytes` existed, with bytes that did not decode: `dead_letters.record_bytes.fill_legacy_bytes`).
 
     Read once, by delta-rs in the driver (`delta_rs.replay_selection`), and handed to the one Spark
     job that re-parses them (`_reparse`): the selection is frozen, whatever the table becomes as the
     replay writes.
     """
+    from placsp_provider.dead_letters.record_bytes import fill_legacy_bytes
     from placsp_provider.delta_rs.replay_selection import select_dead_letters
 
     rows = select_dead_letters(
@@ -161,7 +167,19 @@ def select(spark: SparkSession, request: ReplayRequest) -> DataFrame:
         dead_letter_ids=request.dead_letter_ids,
         max_records=request.max_records,
     )
-    return spark.createDataFrame(rows)
+    rows, unknown = fill_legacy_bytes(rows, request.lake.resolve())
+    if unknown:
+        log.warning(
+            "dataset %s: replay %s leaves out %d dead letter(s) written before raw_bytes whose exact bytes are "
+            "unknown (neither their Bronze page nor their text can tell them); fix each by hand: "
+            "`placsp dead-letters show --text --id ID`, then `placsp dead-letters fix --id ID --file FIXED.xml` "
+            "(e.g. %s)",
+            request.dataset,
+            request.run_id,
+            len(unknown),
+            ", ".join(unknown[:3]),
+        )
+    return spark.createDataFrame(rows), unknown
 
 
 def run_replay(spark: SparkSession, request: ReplayRequest) -> dict[str, Any]:
@@ -173,7 +191,7 @@ def run_replay(spark: SparkSession, request: ReplayRequest) -> dict[str, Any]:
     silver: dict[str, Any] = {}
     with contextlib.ExitStack() as staging:  # the re-parsed rows wait here until their MERGE
         folder = None if request.dry_run else staging.enter_context(run_folder(staging_dir(lake, ds.key)))
-        reparsed = _reparse(spark, ds, request, folder)
+        reparsed, needs_fix = _reparse(spark, ds, request, folder)
         selected = [Selected(**{c: r[c] for c in Selected.__dataclass_fields__}) for r in reparsed]
         log.info(
             "dataset %s: replay %s selected %d dead letter(s) (%s)%s",
@@ -196,7 +214,7 @@ def run_replay(spark: SparkSession, request: ReplayRequest) -> dict[str, Any]:
             outcome.result = ABANDONED
     if not request.dry_run and outcomes:
         _mark(lake, ds.key, request.run_id, list(outcomes.values()), started)
-    summary = _summary(request, ds, outcomes, reprocessed, silver)
+    summary = _summary(request, ds, outcomes, reprocessed, silver, needs_fix)
     write_summary(summary, request)
     return summary
 
@@ -212,16 +230,18 @@ def _arrow_records_per_batch(spark: SparkSession, records: int) -> AbstractConte
     return session_conf(spark, _ARROW_BATCH, str(records))
 
 
-def _reparse(spark: SparkSession, ds: Dataset, request: ReplayRequest, folder: Path | None) -> list[Row]:
+def _reparse(
+    spark: SparkSession, ds: Dataset, request: ReplayRequest, folder: Path | None
+) -> tuple[list[Row], list[str]]:
     """One Spark job: the selection (read by delta-rs), its record-level dead letters re-parsed on the workers, their
     rows staged under `folder` (None: a dry run, nothing staged); one outcome per selected dead letter
-    (routing.REPLAY_OUTCOME)."""
+    (routing.REPLAY_OUTCOME), and the ids left out of the selection (`select`)."""
     from placsp_provider.spark.routing import make_replay_stager, replay_outcome_spark_schema
 
-    chosen = select(spark, request)  # a local relation, sliced over the cores by Spark: no shuffle
+    chosen, needs_fix = select(spark, request)  # a local relation, sliced over the cores by Spark: no shuffle
     stager = make_replay_stager(ds, None if folder is None else str(folder))
     with _arrow_records_per_batch(spark, REPLAY_RECORDS_PER_BATCH):  # the job runs inside
-        return chosen.mapInArrow(stager, replay_outcome_spark_schema()).collect()
+        return chosen.mapInArrow(stager, replay_outcome_spark_schema()).collect(), needs_fix
 
 
 def _record_outcomes(ds: Dataset, request: ReplayRequest, reparsed: list[Row], outcomes: dict[str, Outcome]) -> None:
@@ -370,6 +390,7 @@ def _summary(
     outcomes: dict[str, Outcome],
     reprocessed: list[str],
     silver: dict[str, Any],
+    needs_fix: list[str],
 ) -> dict[str, Any]:
     by_type: dict[str, Counter[str]] = defaultdict(Counter)
     for o in outcomes.values():
@@ -396,6 +417,8 @@ def _summary(
             o.selected.entry_id for o in outcomes.values() if o.result == RECOVERED and o.selected.entry_id
         )[:20],
         "files_reprocessed": reprocessed,
+        # Left out, not selected: written before raw_bytes, exact bytes unknown (runbook); at most 20 ids.
+        "needs_fix": {"count": len(needs_fix), "dead_letter_ids": needs_fix[:20]},
         "silver": silver,
         "conservation": {"selected": len(outcomes), "accounted": accounted, "balanced": accounted == len(outcomes)},
     }
@@ -417,6 +440,12 @@ def describe(summary: dict[str, Any]) -> str:
         )
     if summary["files_reprocessed"]:
         lines.append(f"  Bronze files reprocessed: {', '.join(summary['files_reprocessed'])}")
+    left_out = summary.get("needs_fix", {}).get("count", 0)
+    if left_out:
+        lines.append(
+            f"  left out: {left_out} dead letter(s) written before raw_bytes whose exact bytes are unknown; "
+            "fix them by hand (docs/runbook.md, 'Dead letters written before raw_bytes')"
+        )
     return "\n".join(lines)
 
 

@@ -243,7 +243,14 @@ def table_spark_schema(table: str) -> StructType:
 # of the same records (docs/benchmarks.md, replay section).
 RECORD_KINDS = ("entry", "tombstone")  # what the replay re-parses; any other record kind stands for a file
 SELECTED_COLUMNS = ("dead_letter_id", "stage", "error_type", "record_kind", "source_file", "entry_id", "status")
-REPLAY_INPUT_COLUMNS = (*SELECTED_COLUMNS, "attempts", "raw_record", "namespace_context", "record_offset")
+REPLAY_INPUT_COLUMNS = (
+    *SELECTED_COLUMNS,
+    "attempts",
+    "raw_record",
+    "raw_bytes",
+    "namespace_context",
+    "record_offset",
+)
 REPLAY_OUTCOME = pa.schema(
     [
         *(pa.field(c, pa.string(), nullable=c in ("entry_id",)) for c in SELECTED_COLUMNS),

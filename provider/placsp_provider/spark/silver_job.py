@@ -451,6 +451,7 @@ def reconciliation_dead_letter_rows(
                 "record_kind": "file",
                 "entry_id": None,
                 "record_offset": 0,
+                "raw_bytes": b"",  # a whole file: the replay reprocesses the page from Bronze
                 "dead_letter_id": dead_letter_id(dataset, STAGE_RECONCILIATION, file, 0, tallies[file].page.sha256),
             }
         )

@@ -66,9 +66,17 @@ RECONCILIATION = pa.schema(
 )
 
 
+# Columns added after a table's first release, last in its schema: existing tables are upgraded by
+# appending them (`delta_rs.table_upgrade`), so a fresh table and an upgraded one have one column order.
+ADDED_COLUMNS: dict[str, tuple[str, ...]] = {"dead_letters": ("raw_bytes",)}
+
+
 def table_schema(table: str) -> pa.Schema:
     if table == "dead_letters":
-        return pa.schema([*SCHEMAS["dead_letters"], *DEAD_LETTER_LIFECYCLE])
+        record = SCHEMAS["dead_letters"]
+        added = ADDED_COLUMNS["dead_letters"]
+        first = [f for f in record if f.name not in added]
+        return pa.schema([*first, *DEAD_LETTER_LIFECYCLE, *(record.field(name) for name in added)])
     if table == "reconciliation":
         return RECONCILIATION
     base = list(SCHEMAS[table])
@@ -91,10 +99,14 @@ CREATE_ATTEMPTS = 6
 
 
 def ensure_tables(spark: SparkSession, lake: Path) -> None:
-    """Create every table that does not exist yet: idempotent, safe against concurrent creators (two
-    ingests of a fresh lake) and against a creation that was killed half-way."""
+    """Create every table that does not exist yet, and add the columns a table of an earlier release
+    lacks: idempotent, safe against concurrent creators (two ingests of a fresh lake) and against a
+    creation that was killed half-way."""
+    from placsp_provider.delta_rs.table_upgrade import add_missing_columns
+
     for table in LAKE_TABLES:
         _ensure_table(spark, table, table_path(lake, table))
+    add_missing_columns(lake)
 
 
 def has_commit(path: Path) -> bool:
