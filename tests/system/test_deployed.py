@@ -201,16 +201,16 @@ def test_tables_are_assets_and_the_downstream_dag_ran_on_them(daily, api, stack)
 
 
 def fix_dead_letters_by_hand(lake: Path, dataset: str) -> list[str]:
-    """docs/runbook.md, "Fixing a record by hand": declare the namespace prefixes the broken 643 page
-    never declared (taken from a well-formed page of the lake), check each fix with the real parser,
-    write it and mark the dead letter `fixed`. Returns the fixed ids."""
+    """docs/runbook.md, "Fixing a record by hand", with the commands it gives: `placsp dead-letters
+    show` prints each record; the namespace prefixes the broken 643 page never declared (taken from a
+    well-formed page of the lake) are declared on its start tag; `placsp dead-letters fix` checks the
+    file with the real parser, writes it and marks the dead letter `fixed`. Returns the fixed ids."""
     import re
+    import subprocess
+    import sys
 
     from deltalake import DeltaTable
     from lxml import etree
-
-    from placsp_provider.datasets import get_dataset
-    from placsp_provider.parser.page_parser import parse_dead_letter
 
     namespaces: dict[str | None, str] = {}
     for page in lake.glob("bronze/*/pages/**/*"):
@@ -223,23 +223,26 @@ def fix_dead_letters_by_hand(lake: Path, dataset: str) -> list[str]:
                 continue
     table = DeltaTable(str(lake / "dead_letters"))
     rows = [r for r in table.to_pyarrow_table().to_pylist() if r["dataset"] == dataset and r["status"] == "quarantined"]
+    placsp = [sys.executable, "-m", "placsp_provider.cli", "dead-letters"]
     fixed_ids = []
     for row in rows:
-        raw = row["raw_record"]
+        dl_id = row["dead_letter_id"]
+        shown = subprocess.run([*placsp, "show", "--lake", str(lake), "--id", dl_id], capture_output=True, timeout=120)
+        assert shown.returncode == 0, shown.stderr
+        raw = shown.stdout.decode("utf-8")
+        raw = raw.split("?>", 1)[1] if raw.startswith("<?xml") else raw
         used = set(re.findall(r"<\/?([A-Za-z][\w.-]*):", raw)) - set(re.findall(r"xmlns:([\w.-]+)=", raw))
         declarations = "".join(f' xmlns:{p}="{namespaces[p]}"' for p in sorted(used) if p in namespaces)
         if not re.match(r"\s*<[\w.-]+[^>]*\sxmlns=", raw) and None in namespaces:  # the feed's Atom namespace
             declarations = f' xmlns="{namespaces[None]}"' + declarations
         start_tag = re.match(r"\s*<[\w:.-]+", raw)
         assert start_tag is not None, raw[:200]
-        fixed = raw[: start_tag.end()] + declarations + raw[start_tag.end() :]
-        result = parse_dead_letter(row, dataset=get_dataset(dataset), raw_record=fixed)
-        assert result.dead_letters == [] and len(result.entries) + len(result.tombstones) == 1, result.dead_letters
-        table.update(
-            predicate=f"dataset = '{dataset}' AND dead_letter_id = '{row['dead_letter_id']}'",
-            new_values={"raw_record": fixed, "status": "fixed"},
-        )
-        fixed_ids.append(row["dead_letter_id"])
+        record = lake.parent / f"fixed-{dl_id[:12]}.xml"
+        record.write_text(raw[: start_tag.end()] + declarations + raw[start_tag.end() :], encoding="utf-8")
+        fix = [*placsp, "fix", "--lake", str(lake), "--id", dl_id, "--file", str(record)]
+        done = subprocess.run(fix, capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+        fixed_ids.append(dl_id)
     return fixed_ids
 
 
