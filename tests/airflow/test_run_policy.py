@@ -174,7 +174,20 @@ def test_approval_body_is_the_dry_runs_summary() -> None:
     )
     assert lines[4:6] == ["| invalid_amount | 10 | 9 | 1 | 0 |", "| xml_syntax | 2 | 0 | 1 | 1 |"]
     assert "Reject ends the run" in lines[-1]
+    assert "Left out" not in body
     assert "no summary" in approval_body(None)
+    left_out = approval_body(
+        {
+            "dataset": "agregadas",
+            "run_id": "r",
+            "selected": 0,
+            "recovered": 0,
+            "still_failing": 0,
+            "abandoned": 0,
+            "needs_fix": {"count": 2, "dead_letter_ids": []},
+        }
+    )
+    assert "Left out: **2** dead letters written before `raw_bytes`" in left_out
 
 
 def test_extra_links_follow_the_settings(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -77,5 +77,12 @@ def approval_body(summary: dict[str, Any] | None) -> str:
         )
     if summary.get("files_reprocessed"):
         lines += ["", f"Bronze files to reprocess: {len(summary['files_reprocessed'])}"]
+    left_out = (summary.get("needs_fix") or {}).get("count", 0)
+    if left_out:
+        lines += [
+            "",
+            f"Left out: **{left_out}** dead letters written before `raw_bytes` whose exact bytes are unknown; "
+            "they need a person's fix (`placsp dead-letters fix`, docs/runbook.md).",
+        ]
     lines += ["", "Approve to write these outcomes; Reject ends the run and writes nothing."]
     return "\n".join(lines)
