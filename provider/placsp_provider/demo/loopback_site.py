@@ -24,7 +24,8 @@ class Reply:
     (without `Content-Length` when `send_length` is False: the client cannot tell it was cut).
     `encoding` (`gzip` or `deflate`) compresses the body on the wire, as a CDN might; `trickle`
     sends it one byte every that many seconds; `stall_at` sends that many bytes, then nothing for
-    `stall` seconds before the rest (a download caught half-way)."""
+    `stall` seconds before the rest (a download caught half-way). `reason` replaces the status
+    line's reason phrase, sent as given (a hostile server's ESC sequences and line breaks included)."""
 
     body: Body = b""
     status: int = 200
@@ -37,6 +38,7 @@ class Reply:
     trickle: float = 0.0
     stall_at: int | None = None
     stall: float = 0.0
+    reason: str | None = None
 
 
 Handler = Callable[[BaseHTTPRequestHandler], "Reply"]
@@ -130,7 +132,7 @@ def _send(handler: BaseHTTPRequestHandler, reply: Reply) -> None:
         import zlib
 
         body = zlib.compress(body)
-    handler.send_response(reply.status)
+    handler.send_response(reply.status, reply.reason)
     handler.send_header("Content-Type", reply.content_type)
     if reply.send_length:
         handler.send_header("Content-Length", str(len(body)))

@@ -2,10 +2,16 @@
 
 One `requests.Session` per client (closed with the client). Every URL, and every redirect hop
 (followed by hand), passes `url_policy` before any request: same scheme, host and port as the
-configured site, or an allowed host; credentials only to the site's own origin. Bodies stream to a
-file with a running sha256 and hard caps (wire bytes against `Content-Length`, decompressed bytes
-against the size limit, a total deadline per download), so memory stays flat whatever the page
-size and a trickling server cannot hold a run forever.
+configured site, or an allowed host; credentials only to the site's own origin. The policy hands
+back the exact string that is sent, so what it judged, where the connection goes and whether the
+credentials go with it come from one parse. Bodies stream to a file with a running sha256 and hard
+caps (wire bytes against `Content-Length`, decompressed bytes against the size limit), and one
+total deadline per download covers connecting, the status line, the headers, every redirect hop and
+the body, so memory stays flat whatever the page size and a trickling server cannot hold a run
+forever.
+
+Text from the server (a reason phrase, a `Location`, a page title, a header) is shown only through
+`untrusted.printable`: ESC sequences and line breaks never reach a terminal, a log or an exception raw.
 """
 
 from __future__ import annotations
@@ -14,23 +20,28 @@ import contextlib
 import email.utils
 import hashlib
 import logging
+import os
 import random
 import re
+import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
-from urllib.parse import urljoin, urlsplit, urlunsplit
+from urllib.parse import urlsplit, urlunsplit
 
 import requests
+import urllib3
+from requests.adapters import HTTPAdapter
 
 from placsp_provider import __version__
 from placsp_provider.datasets import LIVE_BASE_URL
 from placsp_provider.errors import ConfigError, FeedError, PageGoneError, PageTooLargeError, UntrustedUrlError
-from placsp_provider.feed.url_policy import UrlPolicy
+from placsp_provider.feed.url_policy import Admitted, RefusedUrlError, UrlPolicy, join, without_userinfo
+from placsp_provider.untrusted import printable
 
 log = logging.getLogger(__name__)
 
@@ -70,9 +81,13 @@ class ClientConfig:
     auth: tuple[str, str] | None = field(default=None, repr=False)  # never printed
 
     def __post_init__(self) -> None:
-        parts = urlsplit(self.base_url)
+        try:
+            parts = urlsplit(self.base_url)
+        except ValueError:  # an unbalanced `[` in the host
+            parts = urlsplit("")
         if parts.scheme not in ("http", "https") or not parts.netloc:
             raise ConfigError(f"base_url must be an http(s) URL, got {redact(self.base_url)!r}")
+        self._move_credentials_out_of_base_url()
         if parts.query or parts.fragment:
             # Dataset paths are appended to the base URL: a query string would end up in the middle
             # of every URL (and tokens in it in every log line). Not echoed: it may hold a secret.
@@ -101,9 +116,24 @@ class ClientConfig:
         if isinstance(self.verify, str) and not Path(self.verify).is_file():
             raise ConfigError(f"CA bundle {self.verify!r} does not exist or is not a file")
         try:
+            UrlPolicy.for_base(self.base_url)
+        except ValueError as err:
+            raise ConfigError(f"base_url {redact(self.base_url)!r} cannot be used: {err}") from err
+        try:
             UrlPolicy.for_base(self.base_url, self.allowed_hosts)
         except ValueError as err:
             raise ConfigError(f"allowed_hosts must be `host` or `host:port` entries: {err}") from err
+
+    def _move_credentials_out_of_base_url(self) -> None:
+        """`https://user:pw@site/...` becomes the site's URL plus `auth` (unless `auth` is set): no URL
+        that is fetched may carry user info (the URL policy refuses it: `evil\\@site` tricks live
+        there), and the credentials then never ride along in URLs, logs or the manifest."""
+        base_url, userinfo = without_userinfo(self.base_url)
+        if userinfo is None:
+            return
+        object.__setattr__(self, "base_url", base_url)
+        if self.auth is None:
+            object.__setattr__(self, "auth", userinfo)
 
     @property
     def url_policy(self) -> UrlPolicy:
@@ -123,14 +153,21 @@ class Download:
 
 
 def redact(url: str) -> str:
-    """A URL safe to log: no user info, no query string (tokens live there). The fragment stays:
-    it names an archive member and is never sent to the server."""
-    parts = urlsplit(url)
-    host = parts.hostname or ""
-    if parts.port:
-        host = f"{host}:{parts.port}"
+    """A URL safe to log and to show: no user info (`…@` says there was some), no query string
+    (tokens live there), and every control character escaped (`untrusted.printable`: a link or a
+    `Location` from the server can hold ESC sequences and line breaks). The fragment stays: it names
+    an archive member and is never sent to the server. Never raises, whatever the URL."""
+    shown = printable(url)  # first: urllib.parse silently drops tabs and line breaks
+    try:
+        parts = urlsplit(shown)
+    except ValueError:  # an unbalanced `[` in the host: show no authority rather than guess one
+        scheme, _, rest = shown.partition("://")
+        path = rest.partition("/")[2].partition("?")[0].partition("#")[0]
+        return f"{scheme}://(a host that cannot be parsed)/{path}"
+    _userinfo, at, hostport = parts.netloc.rpartition("@")
+    netloc = f"…@{hostport}" if at else hostport
     query = "…" if parts.query else ""
-    return urlunsplit((parts.scheme, host, parts.path, query, parts.fragment))
+    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
 
 
 class FeedClient:
@@ -148,12 +185,15 @@ class FeedClient:
         self._sleep = sleep
         self._consecutive_failures = 0
         self.policy = config.url_policy
-        self.session = requests.Session()
+        self.session = _HandRedirectSession()
+        # Connections whose sockets the download's deadline can end (see `_Deadline`).
+        for prefix in ("http://", "https://"):
+            self.session.mount(prefix, _DeadlineBoundAdapter())
         self.session.headers["User-Agent"] = config.user_agent
         self.session.headers["Accept"] = "application/atom+xml, application/zip;q=0.9, */*;q=0.1"
         self.session.verify = config.verify
         # No session-level auth: requests would send it to every URL. It goes per request, and only
-        # to the base URL's own origin (see `_get_following_redirects`).
+        # to the base URL's own origin (see `_request`).
         if config.verify is False:
             log.warning(
                 "dataset %s: TLS certificate verification is OFF for %s (connection extra verify=false): "
@@ -174,35 +214,35 @@ class FeedClient:
     # -- public -----------------------------------------------------------------------------
     def check_link(self, url: str, *, linked_from: str, via: str) -> None:
         """Refuse (before any request) a URL the feed points to that is not on the site."""
-        why = self.policy.refusal(url)
-        if why is not None:
+        try:
+            self.policy.admit(url)
+        except RefusedUrlError as err:
+            hint = "; add the host to allowed_hosts if it is legitimate" if err.allow_listable else ""
             raise UntrustedUrlError(
                 self.dataset,
                 redact(linked_from),
-                f"its {via} {redact(url)} is refused: {why}; nothing was fetched from it "
-                f"({self.policy.describe()}; add the host to allowed_hosts if it is legitimate)",
-            )
+                f"its {via} {redact(url)} is refused: {err.reason}; nothing was fetched from it "
+                f"({self.policy.describe()}{hint})",
+            ) from None
 
     def probe(self, url: str) -> str:
         """Ask for `url` under the same rules as a download (URL policy, redirects by hand, TLS,
-        credentials to the site only) and read only the status and headers (a streamed GET: servers
-        that refuse HEAD still answer); return the status line, or raise FeedError naming what failed."""
-        why = self.policy.refusal(url)
-        if why is not None:
-            raise UntrustedUrlError(self.dataset, redact(url), f"refused before any request: {why}")
+        credentials to the site only, the page deadline) and read only the status and headers (a
+        streamed GET: servers that refuse HEAD still answer); return the status line, or raise
+        FeedError naming what failed."""
+        self._refuse_before_any_request(url)
         try:
-            response = self._get_following_redirects(url, time.monotonic() + self.config.page_deadline)
+            with _Deadline(self.config.page_deadline) as deadline:
+                response = self._get_following_redirects(url, deadline)
+                response.close()
         except _TransientError as err:
             raise FeedError(self.dataset, redact(url), err.reason) from err.__cause__
-        response.close()
-        return f"HTTP {response.status_code} {response.reason or ''}".strip()
+        return f"HTTP {response.status_code} {printable(response.reason or '', _SHOWN)}".strip()
 
     def download(self, url: str, dest: Path, *, limit: int | None = None, what: str = "page") -> Download:
         """Stream `url` to `dest`, retrying transient failures; raise FeedError when it cannot."""
         limit = limit or self.config.max_page_bytes
-        why = self.policy.refusal(url)
-        if why is not None:
-            raise UntrustedUrlError(self.dataset, redact(url), f"refused before any request: {why}")
+        self._refuse_before_any_request(url)
         attempt = 0
         while True:
             try:
@@ -247,29 +287,19 @@ class FeedClient:
             self._consecutive_failures = 0
             return result
 
+    def _refuse_before_any_request(self, url: str) -> None:
+        try:
+            self.policy.admit(url)
+        except RefusedUrlError as err:
+            raise UntrustedUrlError(self.dataset, redact(url), f"refused before any request: {err.reason}") from None
+
     # -- one attempt ------------------------------------------------------------------------
     def _download_once(self, url: str, dest: Path, limit: int, what: str) -> Download:
         budget = self.config.archive_deadline if what == "archive" else self.config.page_deadline
-        deadline = time.monotonic() + budget
-        response = self._get_following_redirects(url, deadline)
-        # A watchdog: `read_timeout` bounds each read, not the whole body. Past the deadline the
-        # socket is shut down, which ends a read blocked on a trickling server.
-        expired = threading.Event()
-
-        def _expire() -> None:
-            expired.set()
-            # Already released or closed: nothing left to end.
-            with contextlib.suppress(ValueError, RuntimeError, OSError):
-                response.raw.shutdown()
-
-        watchdog = threading.Timer(max(0.0, deadline - time.monotonic()), _expire)
-        watchdog.daemon = True
-        watchdog.start()
-        try:
+        with _Deadline(budget) as deadline:
+            response = self._get_following_redirects(url, deadline)
             with response:
-                return self._stream_body(response, url, dest, limit, what, expired, budget)
-        finally:
-            watchdog.cancel()
+                return self._stream_body(response, url, dest, limit, what, deadline)
 
     def _stream_body(
         self,
@@ -278,8 +308,7 @@ class FeedClient:
         dest: Path,
         limit: int,
         what: str,
-        expired: threading.Event,
-        budget: float,
+        deadline: _Deadline,
     ) -> Download:
         ctype = response.headers.get("Content-Type", "")
         declared = _content_length(response.headers.get("Content-Length"))
@@ -311,8 +340,8 @@ class FeedClient:
                     out.write(chunk)
         except (requests.exceptions.ChunkedEncodingError, requests.exceptions.ConnectionError) as err:
             dest.unlink(missing_ok=True)
-            if expired.is_set():
-                raise _TransientError(f"download exceeded its deadline of {budget:.0f} s") from err
+            if deadline.expired.is_set():
+                raise _TransientError(deadline.exceeded()) from err
             expected = f" of {declared:,} announced" if declared is not None else ""
             raise _TransientError(f"download cut short after {_wire(response, size):,} bytes{expected}") from err
         except requests.exceptions.Timeout as err:
@@ -320,13 +349,14 @@ class FeedClient:
             raise _TransientError(f"read timed out after {_wire(response, size):,} bytes") from err
         except requests.exceptions.ContentDecodingError as err:
             dest.unlink(missing_ok=True)
-            raise _TransientError(f"the {response.headers.get('Content-Encoding')} body cannot be decoded") from err
+            coding = printable(response.headers.get("Content-Encoding"), _SHOWN)
+            raise _TransientError(f"the {coding} body cannot be decoded") from err
         except BaseException:
             dest.unlink(missing_ok=True)
             raise
-        if expired.is_set():
+        if deadline.expired.is_set():
             dest.unlink(missing_ok=True)
-            raise _TransientError(f"download exceeded its deadline of {budget:.0f} s")
+            raise _TransientError(deadline.exceeded())
         wire = _wire(response, size)
         if declared is not None and wire != declared:
             dest.unlink(missing_ok=True)
@@ -338,52 +368,36 @@ class FeedClient:
             self._refuse_html(url, dest, ctype)
         return Download(url, response.url, dest, size, digest.hexdigest(), ctype)
 
-    def _get_following_redirects(self, url: str, deadline: float) -> requests.Response:
+    def _get_following_redirects(self, url: str, deadline: _Deadline) -> requests.Response:
         current = url
         hop = ""  # how the current URL was reached, for the refusal message
         for _ in range(self.config.max_redirects + 1):
-            if time.monotonic() > deadline:
-                raise _TransientError("download exceeded its deadline while following redirects")
-            why = self.policy.refusal(current)
-            if why is not None:
-                raise UntrustedUrlError(
-                    self.dataset, redact(url), f"{hop} to {redact(current)}, refused before any request: {why}"
-                )
-            try:
-                response = self.session.get(
-                    current,
-                    stream=True,
-                    allow_redirects=False,
-                    timeout=(self.config.connect_timeout, self.config.read_timeout),
-                    # Per request: requests lets REQUESTS_CA_BUNDLE override a session-level
-                    # `verify`, which would silently drop the configured FNMT bundle.
-                    verify=self.config.verify,
-                    auth=self.config.auth if self.policy.may_send_credentials(current) else None,
-                )
-            except requests.exceptions.SSLError as err:
-                raise FeedError(
-                    self.dataset,
-                    redact(current),
-                    f"TLS verification failed ({_first_line(err)}); the site chains to the FNMT root "
-                    "CA, which some bundles lack: set ca_bundle in the connection extras",
-                ) from err
-            except requests.exceptions.Timeout as err:
-                raise _TransientError(f"timed out ({_first_line(err)})") from err
-            except requests.exceptions.ConnectionError as err:
-                raise _TransientError(f"connection failed ({_first_line(err)})") from err
-            except requests.exceptions.RequestException as err:  # a URL requests cannot use
-                raise FeedError(self.dataset, redact(current), f"cannot be requested ({_first_line(err)})") from err
+            if deadline.expired.is_set() or deadline.remaining() <= 0:
+                raise _TransientError(deadline.exceeded("while following redirects"))
+            target = self._admit_hop(url, current, hop)
+            response = self._request(target, deadline)
             status = response.status_code
             if status in _REDIRECT_STATUS:
-                location = response.headers.get("Location", "")
+                location = response.headers.get("Location")
                 response.close()
-                current = urljoin(current, location)
                 hop = f"redirected ({status})"
+                if not location:
+                    raise FeedError(self.dataset, redact(target.url), f"{hop} without a Location header")
+                try:
+                    # Joined to the URL actually requested, and never silently cleaned: a Location
+                    # with control characters or whitespace is refused, not repaired.
+                    current = join(target.url, location)
+                except RefusedUrlError as err:
+                    raise UntrustedUrlError(
+                        self.dataset,
+                        redact(url),
+                        f"{hop} to {redact(location)}, refused before any request: {err.reason}",
+                    ) from None
                 continue
             if status == 200:
                 return response
             response.close()
-            reason = f"HTTP {status} {response.reason or ''}".strip()
+            reason = f"HTTP {status} {printable(response.reason or '', _SHOWN)}".strip()
             if status in _RETRY_STATUS:
                 raise _TransientError(reason, retry_after=_retry_after(response.headers.get("Retry-After")))
             hint = (
@@ -392,8 +406,53 @@ class FeedClient:
                 else ""
             )
             error = PageGoneError if status == 404 else FeedError
-            raise error(self.dataset, redact(current), f"answered {reason}{hint}")
+            raise error(self.dataset, redact(target.url), f"answered {reason}{hint}")
         raise FeedError(self.dataset, redact(url), f"more than {self.config.max_redirects} redirects")
+
+    def _admit_hop(self, first: str, current: str, hop: str) -> Admitted:
+        """The policy's verdict on the next URL to request: the form to send, and its credentials."""
+        try:
+            return self.policy.admit(current)
+        except RefusedUrlError as err:
+            raise UntrustedUrlError(
+                self.dataset, redact(first), f"{hop} to {redact(current)}, refused before any request: {err.reason}"
+            ) from None
+
+    def _request(self, target: Admitted, deadline: _Deadline) -> requests.Response:
+        """One GET of exactly `target.url` (requests sends it unchanged: the policy checked), with the
+        credentials only when the policy said so, the connect bounded by what is left of the deadline."""
+        try:
+            response = self.session.get(
+                target.url,
+                stream=True,
+                allow_redirects=False,
+                timeout=(min(self.config.connect_timeout, deadline.remaining()), self.config.read_timeout),
+                # Per request: requests lets REQUESTS_CA_BUNDLE override a session-level
+                # `verify`, which would silently drop the configured FNMT bundle.
+                verify=self.config.verify,
+                auth=self.config.auth if target.credentials else None,
+            )
+        except requests.exceptions.SSLError as err:
+            if deadline.expired.is_set():
+                raise _TransientError(deadline.exceeded("before the response's headers were complete")) from err
+            raise FeedError(
+                self.dataset,
+                redact(target.url),
+                f"TLS verification failed ({_first_line(err)}); the site chains to the FNMT root "
+                "CA, which some bundles lack: set ca_bundle in the connection extras",
+            ) from err
+        except (requests.exceptions.Timeout, requests.exceptions.ConnectionError) as err:
+            if deadline.expired.is_set():
+                raise _TransientError(deadline.exceeded("before the response's headers were complete")) from err
+            kind = "timed out" if isinstance(err, requests.exceptions.Timeout) else "connection failed"
+            raise _TransientError(f"{kind} ({_first_line(err)})") from err
+        except requests.exceptions.RequestException as err:  # a URL requests cannot use
+            raise FeedError(self.dataset, redact(target.url), f"cannot be requested ({_first_line(err)})") from err
+        if deadline.expired.is_set():
+            # The socket was shut down mid-headers: http.client may have returned what it had read.
+            response.close()
+            raise _TransientError(deadline.exceeded("before the response's headers were complete"))
+        return response
 
     def _refuse_html(self, url: str, dest: Path, ctype: str) -> None:
         with dest.open("rb") as fh:
@@ -408,7 +467,8 @@ class FeedClient:
             dest.unlink(missing_ok=True)
             # Maintenance pages come and go: worth a retry before failing.
             raise _TransientError(
-                f"served an HTML page instead of an Atom feed (title: {title!r}, Content-Type: {ctype!r})"
+                f"served an HTML page instead of an Atom feed (title: '{printable(title, _SHOWN)}', "
+                f"Content-Type: '{printable(ctype, _SHOWN)}')"
             )
 
     def _backoff(self, attempt: int, retry_after: float | None) -> float:
@@ -425,6 +485,136 @@ class _TransientError(Exception):
         self.retry_after = retry_after
 
 
+class _HandRedirectSession(requests.Session):
+    """A session that never works out a redirect itself: every hop is followed by hand, judged by
+    the URL policy first. Even with `allow_redirects=False`, requests' `send` prepares the "next"
+    request of a redirect (for `Response.next`, which nothing here reads): it reads the redirect's
+    whole body into memory, uncapped, and decodes its `Location` as UTF-8 (a UnicodeDecodeError,
+    not a FeedError, on other bytes from a hostile server)."""
+
+    def resolve_redirects(self, *args: Any, **kwargs: Any) -> Iterator[Any]:
+        yield from ()
+
+
+class _Deadline:
+    """The total time one download may take: connecting, the TLS handshake, the status line, the
+    headers, every redirect hop and the body. `read_timeout` bounds each read only, so a server
+    that sends a byte every few seconds (even of its status line) would otherwise hold a download
+    for ever. At the deadline every socket the download used is shut down, which ends the read
+    blocked on it; the read then fails and `expired` says why.
+
+    The sockets are reached through duplicates of their descriptors taken as each connection is
+    made or reused (`_DeadlineBoundHTTPConnection`): a duplicate stays valid while TLS wraps the
+    socket, or after requests closes it, so shutting it down can never hit an unrelated socket that
+    happens to reuse a closed descriptor's number."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.at = time.monotonic() + seconds
+        self.expired = threading.Event()
+        self._lock = threading.Lock()
+        self._sockets: list[socket.socket] = []
+        self._outer: _Deadline | None = None
+        self._timer = threading.Timer(seconds, self._expire)
+        self._timer.daemon = True
+
+    def remaining(self) -> float:
+        return max(0.0, self.at - time.monotonic())
+
+    def exceeded(self, when: str = "") -> str:
+        return f"download exceeded its deadline of {self.seconds:g} s{' ' + when if when else ''}"
+
+    def watch(self, sock: socket.socket) -> None:
+        try:
+            duplicate = socket.socket(fileno=os.dup(sock.fileno()))
+        except OSError:  # already closed: nothing left to end
+            return
+        with self._lock:
+            self._sockets.append(duplicate)
+            if self.expired.is_set():  # connected after the deadline: end it at once
+                _shut_down(duplicate)
+
+    def _expire(self) -> None:
+        with self._lock:
+            self.expired.set()
+            for sock in self._sockets:
+                _shut_down(sock)
+
+    def __enter__(self) -> _Deadline:
+        self._outer = getattr(_current, "deadline", None)
+        _current.deadline = self
+        self._timer.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._timer.cancel()
+        _current.deadline = self._outer
+        with self._lock:
+            for sock in self._sockets:
+                sock.close()  # our duplicate only: the connection itself lives on in the pool
+            self._sockets.clear()
+
+
+# The deadline of the download running in this thread, for the connections it opens or reuses.
+_current = threading.local()
+
+
+def _watch(sock: socket.socket | None) -> None:
+    deadline: _Deadline | None = getattr(_current, "deadline", None)
+    if deadline is not None and sock is not None:
+        deadline.watch(sock)
+
+
+def _shut_down(sock: socket.socket) -> None:
+    with contextlib.suppress(OSError):  # already shut down or reset by the peer
+        sock.shutdown(socket.SHUT_RDWR)
+
+
+class _DeadlineBoundHTTPConnection(urllib3.connection.HTTPConnection):
+    """A connection whose socket the running download's deadline can shut down: watched when it is
+    made (before any TLS handshake) and each time it is reused for a request (keep-alive)."""
+
+    def _new_conn(self) -> socket.socket:
+        sock = super()._new_conn()
+        _watch(sock)
+        return sock
+
+    def request(self, method: str, url: str, body: Any = None, headers: Any = None, **kwargs: Any) -> None:
+        _watch(self.sock)  # None on a new plain-HTTP connection: `_new_conn` watches it then
+        super().request(method, url, body=body, headers=headers, **kwargs)
+
+
+class _DeadlineBoundHTTPSConnection(_DeadlineBoundHTTPConnection, urllib3.connection.HTTPSConnection):
+    pass
+
+
+class _DeadlineBoundHTTPPool(urllib3.HTTPConnectionPool):
+    ConnectionCls = _DeadlineBoundHTTPConnection
+
+
+class _DeadlineBoundHTTPSPool(urllib3.HTTPSConnectionPool):
+    ConnectionCls = _DeadlineBoundHTTPSConnection
+
+
+_DEADLINE_BOUND_POOLS = {"http": _DeadlineBoundHTTPPool, "https": _DeadlineBoundHTTPSPool}
+
+
+class _DeadlineBoundAdapter(HTTPAdapter):
+    """requests' adapter, with connections the download deadline can end (direct or through an
+    HTTP(S) proxy; a SOCKS proxy keeps its own connections, bounded by `read_timeout` per read only)."""
+
+    def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
+        super().init_poolmanager(*args, **kwargs)
+        self.poolmanager.pool_classes_by_scheme = _DEADLINE_BOUND_POOLS
+
+    def proxy_manager_for(self, proxy: str, **proxy_kwargs: Any) -> Any:
+        manager = super().proxy_manager_for(proxy, **proxy_kwargs)
+        if proxy.lower().startswith(("http://", "https://")):
+            manager.pool_classes_by_scheme = _DEADLINE_BOUND_POOLS
+        return manager
+
+
+_SHOWN = 80  # characters of server text (a reason phrase, a title, a header) quoted in a message
 _HTML_SNIFF_BYTES = 8192
 # What may stand before the first element: a BOM, whitespace, comments, processing instructions.
 _LEADING_NOISE = re.compile(rb"(?:\xef\xbb\xbf|\s+|<!--.*?-->|<\?.*?\?>)*", re.DOTALL)
@@ -472,7 +662,12 @@ def _retry_after(value: str | None) -> float | None:
 
 
 def _first_line(err: BaseException) -> str:
-    """The useful part of a requests/urllib3 error (their text nests three exceptions deep)."""
+    """The useful part of a requests/urllib3 error (their text nests three exceptions deep), made
+    printable: it can quote what the server sent (a malformed status line, a header)."""
+    return printable(_useful_part(err), 160)
+
+
+def _useful_part(err: BaseException) -> str:
     text = str(err)
     errno = re.search(r"\[Errno -?\d+\] [^'\")]+", text)
     if errno:
