@@ -83,7 +83,13 @@ _MAX_STEM = 120
 
 
 def page_file(lake: Path, dataset: str, name: str, sha256: str) -> Path:
-    stem = name.rsplit("/", 1)[-1]
+    """Where a page lands: `name` is the last segment of its URL's path or an archive member's name.
+
+    A query string never names a page: whatever follows a `?` is left out, so a link's `?token=...`
+    cannot reach a file name while the manifest shows that URL redacted (and a query holding `/`
+    cannot pick the segment either). The content hash keeps names unique; the manifest keeps the URL.
+    """
+    stem = name.split("?", 1)[0].rsplit("/", 1)[-1]
     stem = stem[: -len(".atom")] if stem.endswith(".atom") else stem
     stem = _UNSAFE.sub("_", stem).lstrip(".")[:_MAX_STEM] or "page"
     return pages_dir(lake, dataset) / f"{stem}.{sha256[:16]}.atom"

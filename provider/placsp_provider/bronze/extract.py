@@ -3,15 +3,28 @@
 The live chain is walked from the head feed through `rel="next"` (towards older pages) until
 `stop_after_old_pages` consecutive pages whose items are all older than the window: one
 out-of-order page (a backdated entry) does not end the walk, and is landed when newer pages follow
-it. Every link is checked against the site's URL policy before it is fetched. Whatever part of the
-window the chain cannot reach (chain ended, or the page cap was hit) is served from the
-monthly/yearly archives, inflated member by member under a total size cap and a ratio cap.
+it. Every link is checked against the site's URL policy before it is fetched, and a link back to a
+page already walked (`page_address`: query and fragment ignored) ends the walk as a broken chain.
+Whatever part of the window the chain cannot reach (chain ended, or the page cap was hit) is served
+from the monthly/yearly archives, inflated member by member under a total size cap and a ratio cap.
 Used by the Airflow operator and the CLI alike.
 
-Bronze never holds a page no manifest lists, however the run ends: the manifest is rewritten after
-every landed page (`complete: false`, `stop_reason` saying the run did not finish), so a run killed
-outright leaves the list of what it landed; a run that fails writes it with the reason; a run that
-ends writes it `complete: true`. A rerun of the interval rewrites it.
+Bronze never holds a page no manifest lists, however the run ends. A landed page waits, whole and
+flushed to disk, in the run's `_incoming` folder; at each checkpoint the waiting pages are renamed
+into `pages/` and the manifest listing them is rewritten at once (`complete: false`, `stop_reason`
+saying the run did not finish). Checkpoints come after the first page, then every
+`checkpoint_seconds` or `checkpoint_pages` pages, whichever is first, before each archive download,
+and before the run raises: the manifest is rewritten a bounded number of times, not once per page
+(each rewrite lists every page so far, so per page it grew quadratically: 12 MB rewritten 20,000
+times for one big archive). A run killed outright leaves the manifest of its last checkpoint and
+every page it lists; the pages still waiting go with its `_incoming` folder (the next run removes
+it), and the rerun, which walks the whole interval again, lands them. A run that fails writes the
+manifest with the reason; a run that ends writes it `complete: true`. A rerun of the interval
+rewrites it.
+
+Text the server controls reaches log lines, exceptions and progress messages only escaped: URLs
+(links, archive members' names after `#`) through `redact`, other text (a member's name alone, a
+parser's message about the page's bytes, a wrapped error) through `untrusted.printable`.
 """
 
 from __future__ import annotations
@@ -19,28 +32,37 @@ from __future__ import annotations
 import json
 import logging
 import re
+import time
 import uuid
 import zipfile
 import zlib
+from collections import deque
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
-from urllib.parse import urljoin
+from urllib.parse import urljoin, urlsplit
 
 from placsp_provider import settings
-from placsp_provider.bronze.landing import land_atomically, run_folder, write_text_atomically
+from placsp_provider.bronze.landing import land_atomically, make_durable, run_folder, write_text_atomically
 from placsp_provider.bronze.manifest import LandedPage, Manifest
 from placsp_provider.datasets import Dataset
 from placsp_provider.errors import ConfigError, FeedError, PageGoneError, PageTooLargeError, PlacspError
 from placsp_provider.feed.client import Download, FeedClient, redact
 from placsp_provider.feed.page_scan import PageScan, scan_page
 from placsp_provider.feed.timestamps import isoformat
+from placsp_provider.feed.url_policy import origin_of
 from placsp_provider.lake import incoming_dir, manifest_path, page_file
+from placsp_provider.untrusted import printable
 
 log = logging.getLogger(__name__)
 
 _MEMBER_STAMP = re.compile(r"_(\d{8})_(\d{6})(?:_\d+)?\.atom$")
+
+# A checkpoint rewrites the whole manifest (about 600 bytes a page), so its cost grows with the run:
+# bounded by time for slow chains, by count for archives that land thousands of members a minute.
+CHECKPOINT_SECONDS = 30.0
+CHECKPOINT_PAGES = 1000
 
 
 @dataclass(frozen=True)
@@ -59,6 +81,9 @@ class ExtractRequest:
     stop_after_old_pages: int = settings.DEFAULT_STOP_AFTER_OLD_PAGES
     today: date | None = None  # which archives exist depends on it; tests pin it
     source: str = "auto"  # "auto": live chain, then archives for what it cannot reach; "archives"
+    # Landed pages enter Bronze, listed by the manifest, at least this often (whichever comes first).
+    checkpoint_seconds: float = CHECKPOINT_SECONDS
+    checkpoint_pages: int = CHECKPOINT_PAGES
 
     def __post_init__(self) -> None:
         for name in ("start", "end"):
@@ -74,6 +99,11 @@ class ExtractRequest:
             raise ConfigError(f"max_pages must be at least 1, got {self.max_pages}")
         if self.stop_after_old_pages < 1:
             raise ConfigError(f"stop_after_old_pages must be at least 1, got {self.stop_after_old_pages}")
+        if self.checkpoint_pages < 1 or not self.checkpoint_seconds >= 0:
+            raise ConfigError(
+                f"checkpoint_pages must be at least 1 and checkpoint_seconds not negative, got "
+                f"{self.checkpoint_pages} and {self.checkpoint_seconds}"
+            )
 
     @property
     def window_start(self) -> datetime:
@@ -98,20 +128,19 @@ def extract_interval(client: FeedClient, request: ExtractRequest, progress: Prog
     path = manifest_path(request.lake, ds.key, request.start, request.end)
     try:
         with run_folder(incoming_dir(request.lake, ds.key)) as incoming:
-            run = _Run(client, request, manifest, progress, incoming, _Checkpoint(path, manifest))
-            use_chain = ds.has_live_feed and request.source == "auto"
-            reached = run.walk_chain() if use_chain else None
-            if not use_chain:
-                manifest.stop_reason = "archives requested" if ds.has_live_feed else "archive-only dataset"
-                run.from_archives(request.window_start, request.end)
-            elif reached is not None and reached > request.window_start:
-                # The whole window, not just the uncovered part: a page already landed from the
-                # chain has the same bytes in the archive and is recorded once (same file).
-                run.from_archives(request.window_start, request.end)
+            checkpoint = _Checkpoint(path, manifest, request)
+            try:
+                _Run(client, request, manifest, progress, incoming, checkpoint).extract()
+            except BaseException:
+                # Inside the run's folder still: the pages waiting there are moved into Bronze, so
+                # the failure manifest below lists them.
+                checkpoint.publish_before_failing()
+                raise
+            checkpoint.publish()
     except BaseException as err:
         # What was landed stays listed: Bronze never holds a page that no manifest names.
         manifest.complete = False
-        manifest.stop_reason = f"interrupted: {err}"[:500]
+        manifest.stop_reason = printable(f"interrupted: {err}", 500)
         manifest.extracted_at = isoformat(datetime.now(UTC))
         _keep_listed(manifest, path)
         try:
@@ -144,7 +173,7 @@ def extract_interval(client: FeedClient, request: ExtractRequest, progress: Prog
 
 
 def _unexpected(dataset: str, err: BaseException) -> PlacspError:
-    return PlacspError(f"dataset {dataset}: extraction failed unexpectedly: {type(err).__name__}: {err}")
+    return PlacspError(f"dataset {dataset}: extraction failed unexpectedly: {type(err).__name__}: {printable(err)}")
 
 
 def _write_manifest(path: Path, text: str, dataset: str) -> None:
@@ -174,22 +203,104 @@ def _listed_before(path: Path) -> list[LandedPage]:
         return []
 
 
-class _Checkpoint:
-    """The manifest so far, written after every landed page, for a run that dies without a word.
+# -- URLs as the walk and Bronze see them --------------------------------------------------------
+_ESCAPE = re.compile(r"%([0-9A-Fa-f]{2})")
+_UNRESERVED = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
 
-    `complete: false` and a `stop_reason` that says so; the pages an earlier run of the interval
-    listed stay listed. Each page is serialised once, so a checkpoint costs one file write of the
-    list, not a rebuild of it.
+
+def page_address(url: str) -> str:
+    """The page `url` names, spelled one way: what the walk compares to find a loop, and what a feed
+    page's Bronze name is taken from (`page_name`).
+
+    RFC 3986's syntax- and scheme-based normalisation (6.2.2, 6.2.3): scheme and host in lower case,
+    the scheme's default port left out (`origin_of`, the URL policy's own reading), no user info, dot
+    segments removed, escapes of unreserved characters decoded and the others upper-cased; the path
+    keeps its case (servers may not). The query and the fragment are dropped. PLACSP's own links
+    carry neither, so a chain whose links differ only there (`p2.atom?x=1`, `?x=2`, ...) asks for the
+    same file again and again: a loop, refused by name at once instead of walked to the page cap with
+    a query in every Bronze file name. A site that paged by query string would be refused the same
+    way, by name, never cut short in silence.
+    """
+    parts = urlsplit(url)
+    origin = origin_of(url)
+    if origin is None:  # never fetched: the URL policy refuses it first; still one spelling
+        return f"{parts.scheme.lower()}://{parts.netloc.lower()}{_canonical_path(parts.path)}"
+    host = f"[{origin.host}]" if ":" in origin.host else origin.host
+    port = "" if origin.port == {"http": 80, "https": 443}.get(origin.scheme) else f":{origin.port}"
+    return f"{origin.scheme}://{host}{port}{_canonical_path(parts.path)}"
+
+
+def page_name(url: str) -> str:
+    """The name a feed page is published under: the last segment of its address (no query)."""
+    return page_address(url).rsplit("/", 1)[-1]
+
+
+def _canonical_path(path: str) -> str:
+    decoded = _ESCAPE.sub(lambda m: chr(int(m[1], 16)) if chr(int(m[1], 16)) in _UNRESERVED else m[0].upper(), path)
+    kept: list[str] = []
+    segments = decoded.split("/")
+    for segment in segments:
+        if segment == "..":
+            if len(kept) > 1:
+                kept.pop()
+        elif segment != ".":
+            kept.append(segment)
+    if segments[-1] in (".", ".."):  # `/a/b/..` names the folder `/a/`
+        kept.append("")
+    return "/".join(kept) or "/"
+
+
+# -- checkpoints ---------------------------------------------------------------------------------
+@dataclass
+class _Waiting:
+    """A landed page not in Bronze yet: whole and flushed in the run's folder, until the checkpoint."""
+
+    page: LandedPage
+    tmp: Path
+    final: Path
+    url: str
+
+
+class _Checkpoint:
+    """Moves the landed pages into Bronze in batches, each batch followed at once by the manifest
+    listing it (`complete: false`, a `stop_reason` saying so), for a run that dies without a word.
+
+    The pages an earlier run of the interval listed stay listed. Each page is serialised once, so a
+    checkpoint costs one file write of the list, not a rebuild of it; there are few of them: after the
+    first page (an operator sees the run at once), then every `checkpoint_seconds` or
+    `checkpoint_pages` pages, whichever is first, and when the run calls for one.
     """
 
-    def __init__(self, path: Path, manifest: Manifest) -> None:
+    def __init__(self, path: Path, manifest: Manifest, request: ExtractRequest) -> None:
         self.path = path
         self.manifest = manifest
+        self.every_seconds = request.checkpoint_seconds
+        self.every_pages = request.checkpoint_pages
+        self.waiting: deque[_Waiting] = deque()
+        self.last: float | None = None  # time.monotonic() of the last checkpoint
         self.pages: dict[str, str] = {}  # file -> its JSON, this run's pages first, then earlier ones
         self.earlier = {p.file: _page_json(p) for p in _listed_before(path)}
 
-    def add(self, page: LandedPage) -> None:
-        self.pages.setdefault(page.file, _page_json(page))
+    def add(self, waiting: _Waiting) -> None:
+        self.waiting.append(waiting)
+        if self._due():
+            self.write()
+
+    def _due(self) -> bool:
+        return (
+            self.last is None
+            or len(self.waiting) >= self.every_pages
+            or time.monotonic() - self.last >= self.every_seconds
+        )
+
+    def flush(self) -> None:
+        """A checkpoint now, when pages are waiting (before a step that can take minutes)."""
+        if self.waiting:
+            self.write()
+
+    def write(self) -> None:
+        """Move the waiting pages into Bronze, then rewrite the manifest that lists them."""
+        self.publish()
         head = replace(
             self.manifest,
             pages=[],
@@ -205,10 +316,41 @@ class _Checkpoint:
         del fields["pages"]
         text = json.dumps(fields, sort_keys=True, ensure_ascii=False)
         _write_manifest(self.path, f'{text[:-1]}, "pages": [{", ".join(listed)}]}}', self.manifest.dataset)
+        self.last = time.monotonic()
+
+    def publish(self) -> None:
+        """Rename the waiting pages into Bronze (flushed when they were landed: renames only, so the
+        moment between a batch's renames and its manifest is short) and add them to the manifest."""
+        dataset = self.manifest.dataset
+        while self.waiting:
+            page = self.waiting[0]
+            try:
+                page.page.newly_landed = land_atomically(page.tmp, page.final, synced=True)
+            except OSError as err:  # a full disk, permissions: the page is not landed, say where and why
+                raise _landing_error(dataset, page.url, page.final, err) from err
+            self.waiting.popleft()
+            self.manifest.pages.append(page.page)
+            self.pages.setdefault(page.page.file, _page_json(page.page))
+
+    def publish_before_failing(self) -> None:
+        """The run is failing: move what it landed into Bronze, so its manifest lists it. A page that
+        cannot be moved stays out, with the ones after it (its rerun lands them); the run's own error
+        is the one raised."""
+        try:
+            self.publish()
+        except PlacspError as err:
+            log.warning("%s; %d landed page(s) left out of Bronze with it", err, len(self.waiting))
 
 
 def _page_json(page: LandedPage) -> str:
     return json.dumps(asdict(page), sort_keys=True, ensure_ascii=False)
+
+
+def _landing_error(dataset: str, url: str, final: Path, err: OSError) -> PlacspError:
+    return PlacspError(
+        f"dataset {dataset}: {redact(url)}: stage landing: could not land the page into {final.parent}: "
+        f"{err.strerror or err}; nothing partial was left in Bronze"
+    )
 
 
 class _Run:
@@ -229,6 +371,19 @@ class _Run:
         # A folder per run: concurrent runs of one dataset never touch each other's temp files.
         self.incoming = incoming
         self.checkpoint = checkpoint
+        self.landed: set[str] = set()  # lake-relative files landed by this run (in Bronze or waiting)
+
+    def extract(self) -> None:
+        ds, request = self.req.dataset, self.req
+        use_chain = ds.has_live_feed and request.source == "auto"
+        reached = self.walk_chain() if use_chain else None
+        if not use_chain:
+            self.manifest.stop_reason = "archives requested" if ds.has_live_feed else "archive-only dataset"
+            self.from_archives(request.window_start, request.end)
+        elif reached is not None and reached > request.window_start:
+            # The whole window, not just the uncovered part: a page already landed from the
+            # chain has the same bytes in the archive and is recorded once (same file).
+            self.from_archives(request.window_start, request.end)
 
     # -- the live chain ---------------------------------------------------------------------
     def walk_chain(self) -> datetime | None:
@@ -236,25 +391,28 @@ class _Run:
         the window (so archives must serve the rest), or None when it did."""
         ds, req = self.req.dataset, self.req
         url: str | None = ds.head_url(self.client.config.base_url)
-        seen: set[str] = set()
+        walked: dict[str, tuple[int, str]] = {}  # page_address -> (page number, the URL it was fetched as)
         oldest_seen: datetime | None = None
         # Pages entirely older than the window, held back until we know whether newer pages follow
         # (then they were out of order and are landed) or the walk ends on them (then they are not).
         held: list[tuple[Download, PageScan, str]] = []
         while url is not None:
-            if url in seen:
+            address = page_address(url)
+            if address in walked:
+                number, first = walked[address]
                 raise FeedError(
                     ds.key,
                     redact(url),
-                    f'rel="next" loops back to a page already visited in this run '
-                    f"(after {len(seen)} pages); the feed chain is broken upstream",
+                    f'rel="next" loops back to page {number} of this run ({redact(first)}) after {len(walked)} '
+                    "pages: links are compared without their query string and fragment, which PLACSP's own "
+                    "links never carry; the feed chain is broken upstream",
                 )
-            if len(seen) >= req.max_pages:
+            if len(walked) >= req.max_pages:
                 self.manifest.stop_reason = f"page cap of {req.max_pages} reached; rest from archives"
                 log.warning("dataset %s: %s", ds.key, self.manifest.stop_reason)
                 self._drop(held)
                 return oldest_seen or req.end
-            seen.add(url)
+            walked[address] = (len(walked) + 1, url)
             try:
                 download, scan = self._fetch_page(url)
             except PageGoneError as err:
@@ -264,7 +422,9 @@ class _Run:
                 # after it is gone upstream (rotated). Nothing of the window can be there in order;
                 # the month's completeness check would still catch it. Said, never silent.
                 self._drop(held)
-                self.manifest.stop_reason = f"a page entirely older than the window, then the next page is gone ({err})"
+                self.manifest.stop_reason = printable(
+                    f"a page entirely older than the window, then the next page is gone ({err})"
+                )
                 log.warning("dataset %s: %s", ds.key, self.manifest.stop_reason)
                 return None
             self.manifest.pages_visited += 1
@@ -292,10 +452,10 @@ class _Run:
                         ds.key,
                         redact(old_url),
                     )
-                    self._land(old_download, old_scan, source="feed", url=old_url)
+                    self._land(old_download, old_scan, source="feed", url=old_url, name=page_name(old_url))
                 held.clear()
                 if decision == "land":
-                    self._land(download, scan, source="feed", url=url)
+                    self._land(download, scan, source="feed", url=url, name=page_name(url))
                 else:
                     download.path.unlink(missing_ok=True)
             href = scan.links.get("next")
@@ -327,7 +487,7 @@ class _Run:
                 "dataset %s: %s ends early (%s); downloading it again (%d of %d)",
                 self.req.dataset.key,
                 redact(url),
-                scan.error,
+                printable(scan.error),
                 attempt + 1,
                 retries,
             )
@@ -347,6 +507,8 @@ class _Run:
         for year, month in _archives_covering(ds, lo, hi, today):
             url = ds.archive_url(self.client.config.base_url, year, month)
             self.manifest.archives.append(redact(url))
+            # A big archive downloads for minutes: what is landed already does not wait that long.
+            self.checkpoint.flush()
             log.info("dataset %s: reading archive %s for %s..%s", ds.key, redact(url), isoformat(lo), isoformat(hi))
             tmp = self.incoming / f"archive-{uuid.uuid4().hex}.zip"
             self.client.download(url, tmp, limit=self.client.config.max_archive_bytes, what="archive")
@@ -360,7 +522,7 @@ class _Run:
         try:
             archive = zipfile.ZipFile(zip_path)
         except (zipfile.BadZipFile, OSError) as err:
-            raise FeedError(ds.key, redact(archive_url), f"is not a readable zip archive ({err})") from err
+            raise FeedError(ds.key, redact(archive_url), f"is not a readable zip archive ({printable(err)})") from err
         budget = InflateBudget(config.max_archive_inflated_bytes, config.max_compression_ratio)
         with archive:
             members = [m for m in archive.infolist() if m.filename.endswith(".atom")]
@@ -378,7 +540,14 @@ class _Run:
                 scan = scan_page(tmp)
                 self.manifest.pages_visited += 1
                 if _decide(scan, lo, hi) == "land":
-                    self._land(download, scan, source="archive", url=url, counter=f"member {n} of {len(wanted)}")
+                    self._land(
+                        download,
+                        scan,
+                        source="archive",
+                        url=url,
+                        name=member.filename,
+                        counter=f"member {n} of {len(wanted)}",
+                    )
                 else:
                     tmp.unlink(missing_ok=True)
 
@@ -387,21 +556,20 @@ class _Run:
         tmp = self.incoming / f"page-{uuid.uuid4().hex}.atom"
         return self.client.download(url, tmp, what="page")
 
-    def _land(self, download: Download, scan: PageScan, *, source: str, url: str, counter: str = "") -> None:
+    def _land(self, download: Download, scan: PageScan, *, source: str, url: str, name: str, counter: str = "") -> None:
+        """Land a page: flushed to disk and listed now, moved into Bronze at the next checkpoint."""
         ds, lake = self.req.dataset, self.req.lake
-        name = url.rsplit("#", 1)[-1].rsplit("/", 1)[-1]
         final = page_file(lake, ds.key, name, download.sha256)
-        try:
-            new = land_atomically(download.path, final)
-        except OSError as err:  # a full disk, permissions: the page is not landed, say where and why
-            download.path.unlink(missing_ok=True)
-            raise PlacspError(
-                f"dataset {ds.key}: {redact(url)}: stage landing: could not land the page into {final.parent}: "
-                f"{err.strerror or err}; nothing partial was left in Bronze"
-            ) from err
         relative = str(final.relative_to(lake))
-        if any(p.file == relative for p in self.manifest.pages):
+        if relative in self.landed:
+            download.path.unlink(missing_ok=True)
             return  # the same bytes reached twice (live chain and archive): count them once
+        try:
+            make_durable(download.path)
+        except OSError as err:
+            download.path.unlink(missing_ok=True)
+            raise _landing_error(ds.key, url, final, err) from err
+        new = not final.exists()  # what the message says; the checkpoint's rename decides the manifest's
         page = LandedPage.from_scan(
             scan,
             url=redact(url),
@@ -411,19 +579,19 @@ class _Run:
             source=source,
             newly_landed=new,
         )
-        self.manifest.pages.append(page)
-        self.checkpoint.add(page)
+        self.landed.add(relative)
         self.bytes_so_far += download.bytes
-        where = counter or f"page {len(self.manifest.pages)}"
+        where = counter or f"page {len(self.landed)}"
         message = (
             f"dataset {ds.key}: {where}, {download.bytes / 1e6:.1f} MB "
             f"({self.bytes_so_far / 1e6:.1f} MB so far): {scan.entries} entries, {scan.tombstones} tombstones"
             f"{'' if new else ', already in Bronze'}"
         )
         if not scan.well_formed:
-            log.warning("%s; NOT WELL-FORMED, landed for quarantine: %s", message, scan.error)
+            log.warning("%s; NOT WELL-FORMED, landed for quarantine: %s", message, printable(scan.error))
         else:
             log.info("%s", message)
+        self.checkpoint.add(_Waiting(page, download.path, final, url))
         if self.progress:
             self.progress(message, download.bytes)
 
@@ -469,7 +637,9 @@ def member_stamp(member: zipfile.ZipInfo) -> datetime | None:
         # instead of guessing the offset.
         return datetime.strptime(match.group(1) + match.group(2), "%Y%m%d%H%M%S").replace(tzinfo=UTC)
     except ValueError:
-        log.warning("archive member %r: the date in its name is impossible; decided on its content", member.filename)
+        log.warning(
+            "archive member %s: the date in its name is impossible; decided on its content", printable(member.filename)
+        )
         return None
 
 
@@ -556,10 +726,12 @@ def extract_member(
                 out.write(chunk)
     except (zipfile.BadZipFile, EOFError, RuntimeError, NotImplementedError, zlib.error) as err:
         dest.unlink(missing_ok=True)
-        raise FeedError(dataset, redact(url), f"archive member cannot be read ({err})") from err
+        raise FeedError(dataset, redact(url), f"archive member cannot be read ({printable(err)})") from err
     except OSError as err:
         dest.unlink(missing_ok=True)
-        raise FeedError(dataset, redact(url), f"archive member cannot be inflated to {dest.parent} ({err})") from err
+        raise FeedError(
+            dataset, redact(url), f"archive member cannot be inflated to {dest.parent} ({printable(err)})"
+        ) from err
     except BaseException:
         dest.unlink(missing_ok=True)
         raise

@@ -20,20 +20,27 @@ _LOCK = ".lock"
 _UNLOCKED_GRACE_SECONDS = 3600
 
 
-def land_atomically(tmp: Path, final: Path) -> bool:
+def land_atomically(tmp: Path, final: Path, *, synced: bool = False) -> bool:
     """Move `tmp` to `final` (same filesystem). Return False when identical bytes were already there.
 
     The final name carries the content hash, so an existing file IS the same page: it is never
-    rewritten, which is what makes rerunning an interval add nothing.
+    rewritten, which is what makes rerunning an interval add nothing. `synced`: the caller already
+    made `tmp` durable (`make_durable`), so landing is the rename alone.
     """
     final.parent.mkdir(parents=True, exist_ok=True)
     if final.exists():
         tmp.unlink(missing_ok=True)
         return False
-    with tmp.open("rb") as fh:
-        os.fsync(fh.fileno())  # the rename must never expose a half-written page after a crash
+    if not synced:
+        make_durable(tmp)
     os.replace(tmp, final)
     return True
+
+
+def make_durable(path: Path) -> None:
+    """Flush `path`'s bytes to the disk: a rename must never expose a half-written page after a crash."""
+    with path.open("rb") as fh:
+        os.fsync(fh.fileno())
 
 
 def write_text_atomically(path: Path, text: str) -> None:
