@@ -407,3 +407,14 @@ def test_the_cli_prints_the_servers_text_escaped(tmp_path, site) -> None:
     last = stderr.strip().splitlines()[-1]
     assert last.startswith("placsp extract: error: dataset agregadas: ")
     assert "answered HTTP 404 \\x1b[2J\\x1b[HGone\\rERROR forged line" in last
+
+
+@pytest.mark.parametrize("char", ["&#9;", "&#10;", "&#13;"], ids=["tab", "newline", "CR"])
+def test_a_next_link_with_a_control_character_is_refused_not_repaired(lake, site, char) -> None:
+    # A character reference keeps the tab in the attribute's value (XML normalises a literal one to a
+    # space); urljoin would drop it and fetch p2.atom, a page the feed never linked.
+    site.routes[HEAD] = page([(1, day(5, 20))], next_href=f"/sindicacion/p{char}2.atom")
+    site.routes["/sindicacion/p2.atom"] = page([(2, day(5, 10))])
+    with pytest.raises(UntrustedUrlError, match=r'its rel="next" link .* is refused: it holds a control or whitespace'):
+        _extract(_client(site, auth=CREDENTIALS), lake)
+    assert [path for path, _ in site.requests] == [HEAD]

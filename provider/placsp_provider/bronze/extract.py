@@ -41,7 +41,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
-from urllib.parse import urljoin, urlsplit
+from urllib.parse import urlsplit
 
 from placsp_provider import settings
 from placsp_provider.bronze.landing import land_atomically, make_durable, run_folder, write_text_atomically
@@ -459,10 +459,8 @@ class _Run:
                 else:
                     download.path.unlink(missing_ok=True)
             href = scan.links.get("next")
-            next_url = urljoin(download.final_url, href) if href else None
-            if next_url is not None:
-                self.client.check_link(next_url, linked_from=url, via='rel="next" link')
-            url = next_url
+            via = 'rel="next" link'
+            url = self.client.follow_link(download.final_url, href, linked_from=url, via=via) if href else None
         self._drop(held)
         self.manifest.stop_reason = "end of the live chain"
         return oldest_seen or req.end

@@ -217,13 +217,26 @@ class FeedClient:
         try:
             self.policy.admit(url)
         except RefusedUrlError as err:
-            hint = "; add the host to allowed_hosts if it is legitimate" if err.allow_listable else ""
-            raise UntrustedUrlError(
-                self.dataset,
-                redact(linked_from),
-                f"its {via} {redact(url)} is refused: {err.reason}; nothing was fetched from it "
-                f"({self.policy.describe()}{hint})",
-            ) from None
+            raise self._refused(url, err, linked_from=linked_from, via=via) from None
+
+    def follow_link(self, base: str, href: str, *, linked_from: str, via: str) -> str:
+        """`href` (as a page wrote it) resolved against `base` and checked, as `check_link`: an href
+        that `urljoin` would repair (a tab, a line break, a `\\`) is refused instead."""
+        try:
+            url = join(base, href)
+        except RefusedUrlError as err:
+            raise self._refused(href, err, linked_from=linked_from, via=via) from None
+        self.check_link(url, linked_from=linked_from, via=via)
+        return url
+
+    def _refused(self, url: str, err: RefusedUrlError, *, linked_from: str, via: str) -> UntrustedUrlError:
+        hint = "; add the host to allowed_hosts if it is legitimate" if err.allow_listable else ""
+        return UntrustedUrlError(
+            self.dataset,
+            redact(linked_from),
+            f"its {via} {redact(url)} is refused: {err.reason}; nothing was fetched from it "
+            f"({self.policy.describe()}{hint})",
+        )
 
     def probe(self, url: str) -> str:
         """Ask for `url` under the same rules as a download (URL policy, redirects by hand, TLS,
