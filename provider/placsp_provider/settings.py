@@ -102,3 +102,29 @@ def runbook_url() -> str | None:
     """Where docs/runbook.md is published (e.g. the repository's file on its forge): the gate links to
     its section for the failing error type. Unset: the link is not shown."""
     return os.environ.get(RUNBOOK_URL_ENV) or None
+
+
+# Size limits of a page's XML tree (issue 31): what a hostile page may make the parsers build.
+# Counted in nodes: elements, attributes and processing instructions (comments are never kept; text
+# is bounded by them and by libxml2's 10 MB per text node). Measured on the real pages bundled in
+# include/placsp_samples: at most 39,944 nodes in a page (3.3 MB, 500 records), 3,472 in one record,
+# 389 namespace declarations in a page, depth 12, no PI. A page of real-shaped records at the
+# 256 MiB page cap would hold about 3.2 million nodes. A node takes 100-350 bytes in libxml2.
+# - A record (or any other child of the feed root, or the PIs before or after the root) holding more
+#   nodes than this, or a stretch without `<` holding more `=` (a start tag with that many attributes:
+#   libxml2 builds them all at once): the extraction's streaming scan stops building the tree and
+#   counts the page by bytes ("not well-formed for this pipeline"); Silver dead-letters that record
+#   (stage parse, `tree_too_large`) before building it. ~70x the largest real record; the scan finds
+#   a growing record over it before it holds about twice it (~70 MB).
+MAX_NODES_PER_RECORD = 250_000
+# - The whole page: beyond it the streaming scan stops and counts the page by bytes. Memory does not
+#   depend on it (every ended child of the root is freed); it bounds the work, ~250x a real page.
+MAX_NODES_PER_PAGE = 10_000_000
+# - Namespace declarations (`xmlns`, `xmlns:p`; lxml keeps each, and no XPath counts them): per page in
+#   the streaming scan, per record (with the page root's, which wrap it) in Silver. ~130x the real
+#   maximum; at the limit they take ~15 MB.
+MAX_NAMESPACE_DECLARATIONS = 50_000
+# - Nesting depth: libxml2's own limit without XML_PARSE_HUGE (`huge_tree=False`, feed/xml.py), in
+#   every path; deeper is a syntax error ("Excessive depth in document: 256"). Not configurable here:
+#   the constant documents it, and the tests check libxml2 still enforces it.
+XML_MAX_DEPTH = 256

@@ -141,6 +141,8 @@ _DOCUMENT_KINDS = {
     "AdditionalPublicationDocumentReference": "additional_publication",
 }
 _PUBLICATION_KIND = "additional_publication"
+# Run on an element's local name (from the feed): zero-width, one look each side of each position, so
+# linear (issue 31's audit).
 _CAMEL_BOUNDARY = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 
 

@@ -7,6 +7,9 @@ itself: each record is then parsed standalone, wrapped in a synthetic element th
 root's namespace declarations (see `wrap_record`).
 
 Everything here is regex/`bytes.find` work over the page, so the cost is a few milliseconds per MB.
+Every pattern is linear in the bytes it reads, whatever they are (issue 31's audit; each says why):
+a quantifier that could give back what it took is possessive (`*+`, `++`) wherever giving back can
+never lead to a match, so the change finds exactly the same matches.
 
 Known limits (none occur in PLACSP pages): record start tags inside CDATA sections or comments would be
 taken as records, and bytes between records (outside any record) are not looked at.
@@ -19,7 +22,17 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import lru_cache
 
-from placsp_provider.feed.xml import ATOM_NS, FEED_END, FEED_END_WINDOW, TOMBSTONE_NS
+from placsp_provider import settings
+from placsp_provider.feed.xml import (
+    ATOM_NS,
+    FLOOD_WHAT,
+    NAMESPACES_WHAT,
+    NODES_WHAT,
+    TOMBSTONE_NS,
+    AttributeFlood,
+    ends_with_feed_end,
+    tree_over_limits,
+)
 
 ENTRY = "entry"
 TOMBSTONE = "tombstone"
@@ -27,20 +40,37 @@ TOMBSTONE = "tombstone"
 _ATOM_NS_B = ATOM_NS.encode()
 _TOMBSTONE_NS_B = TOMBSTONE_NS.encode()
 
-_XML_DECLARATION = re.compile(rb"\A(?:\xef\xbb\xbf)?\s*(<\?xml\s[^>]*\?>)")
+# Anchored at the page's first byte: one attempt, each byte read at most twice (`[^>]*` gives back
+# only to find the `?` before its `>`).
+_XML_DECLARATION = re.compile(rb"\A(?:\xef\xbb\xbf)?\s*+(<\?xml\s[^>]*\?>)")
 # The first `<` followed by a name character: `<?`, `<!` and `</` are skipped by construction.
-_FIRST_ELEMENT = re.compile(rb"<((?:[A-Za-z_][\w.\-]*:)?([A-Za-z_][\w.\-]*))")
+# Stops at its first match; an attempt at any other `<` fails at its next byte.
+_FIRST_ELEMENT = re.compile(rb"<((?:[A-Za-z_][\w.\-]*+:)?([A-Za-z_][\w.\-]*))")
 # The rest of a start tag after its name: attributes with quoted values (which may hold `>`), then `>`.
-_START_TAG_REST = re.compile(rb"""(?:\s+[^\s=/>]+\s*=\s*(?:"[^"]*"|'[^']*'))*\s*(/?)>""")
-_XMLNS = re.compile(rb"""\sxmlns(?::([^\s=/>]+))?\s*=\s*(?:"([^"]*)"|'([^']*)')""")
-_RECORD_START = re.compile(rb"<(?:([A-Za-z_][\w.\-]*):)?(entry|deleted-entry)(?=[\s/>])")
+# Matched once per record start (anchored). Each attribute parses one way only (blanks, a name that
+# stops at the first blank or `=`, a value that stops at its first quote), and fewer attributes
+# cannot be followed by `/>` or `>` (an attribute starts with blanks then a name byte): possessive,
+# nothing is ever read twice. A value runs to the next quote of its kind, so the values of two
+# record starts overlap in at most one other's bytes: linear over a page.
+_START_TAG_REST = re.compile(rb"""(?:\s++[^\s=/>]++\s*+=\s*+(?:"[^"]*+"|'[^']*+'))*+\s*+(/?)>""")
+# Run on one start tag (already matched by `_START_TAG_REST`): each attempt starts at a blank before
+# `xmlns` and reads one attribute, possessively.
+_XMLNS = re.compile(rb"""\sxmlns(?::([^\s=/>]++))?\s*+=\s*+(?:"([^"]*+)"|'([^']*+)')""")
+# Tried once at the last `<` before each `entry` hit (`_record_starts`); reads one name.
+_RECORD_START = re.compile(rb"<(?:([A-Za-z_][\w.\-]*+):)?(entry|deleted-entry)(?=[\s/>])")
 # Where a record start tag's name ends: both names end with `entry`. A literal search for it is ~3x
 # cheaper than trying `_RECORD_START` at each of a page's ~400,000 `<` (see `_record_starts`).
 _RECORD_NAME_END = re.compile(rb"entry(?=[\s/>])")
 
 # Used only for dead letters, when the record did not parse: the first Atom `<id>` / the `ref=`.
-_ENTRY_ID = re.compile(rb"<(?:[A-Za-z_][\w.\-]*:)?id(?:\s[^>]*)?>\s*([^<\s][^<]*?)\s*</")
-_TOMBSTONE_REF = re.compile(rb"""\sref\s*=\s*(?:"([^"]*)"|'([^']*)')""")
+# `_first_entry_id` says how these find what one quadratic regex used to.
+_ID_TEXT = re.compile(rb"<(?:[A-Za-z_][\w.\-]*+:)?id(?:\s[^<>]*+)?>\s*+([^<\s][^<]*+)</")
+_ID_TAG_WITH_LT = re.compile(rb"<(?:[A-Za-z_][\w.\-]*+:)?id\s[^<>]*+<")
+_ID_TAG_NAME = re.compile(rb"<(?:[A-Za-z_][\w.\-]*+:)?id(?=[\s>])")
+_BLANKS_RUN = re.compile(rb"\s*+")
+# Searched in a tombstone's start tag only (up to its first `>`); each attempt starts at a blank
+# before `ref`, reads one attribute possessively, and a value stops at the next quote of its kind.
+_TOMBSTONE_REF = re.compile(rb"""\sref\s*+=\s*+(?:"([^"]*+)"|'([^']*+)')""")
 
 WRAPPER_NAME = "placsp-record"
 
@@ -92,7 +122,7 @@ def scan_page(data: bytes) -> PageLayout:
             bindings = _declarations(data, root.end())
             has_feed_root = root.group(2) == b"feed"
     records = tuple(_find_records(data, bindings))
-    feed_closed = bool(FEED_END.search(data[-FEED_END_WINDOW:])) if has_feed_root else True
+    feed_closed = ends_with_feed_end(data) if has_feed_root else True
     return PageLayout(
         xml_declaration=xml_declaration,
         namespace_context=_format_context(bindings),
@@ -193,7 +223,7 @@ def _trim_end(data: bytes, start: int, limit: int) -> int:
 @lru_cache(maxsize=32)
 def _end_tag_pattern(prefix: bytes, local: bytes) -> re.Pattern[bytes]:
     qname = prefix + b":" + local if prefix else local
-    return re.compile(rb"</" + re.escape(qname) + rb"\s*>")
+    return re.compile(rb"</" + re.escape(qname) + rb"\s*+>")  # literal, then one run of blanks
 
 
 def wrap_record(record: bytes, namespace_context: str, xml_declaration: bytes = b"") -> tuple[bytes, int]:
@@ -208,6 +238,31 @@ def wrap_record(record: bytes, namespace_context: str, xml_declaration: bytes = 
     return head + record + b"</" + WRAPPER_NAME.encode() + b">", len(head)
 
 
+def tree_too_large(wrapped: bytes) -> str | None:
+    """Why a record (as `wrap_record` wraps it) must not be parsed, or None: it holds more than
+    `MAX_NODES_PER_RECORD` nodes (elements, attributes, processing instructions; the wrapper is
+    not counted) or `=` between two `<` (a start tag with that many attributes: libxml2 would build
+    them all at once), or more than `MAX_NAMESPACE_DECLARATIONS` namespace declarations (the page
+    root's, which wrap it, included). Decided before its tree is built, and without building much
+    more than the limit of it. The extraction's streaming scan applies the same limits, counted the
+    same way, to each child of a page's root (nodes) and to the whole page (`=` runs and namespace
+    declarations, so a record refused here is never in a page the scan found well-formed)."""
+    nodes, namespaces = settings.MAX_NODES_PER_RECORD, settings.MAX_NAMESPACE_DECLARATIONS
+    over = "flood" if AttributeFlood(nodes).over(wrapped) else tree_over_limits(wrapped, nodes + 1, namespaces)
+    if over is None:
+        return None
+    what, name, limit = {
+        "flood": (FLOOD_WHAT, "MAX_NODES_PER_RECORD", nodes),
+        "nodes": (NODES_WHAT, "MAX_NODES_PER_RECORD", nodes),
+        "namespaces": (NAMESPACES_WHAT, "MAX_NAMESPACE_DECLARATIONS", namespaces),
+    }[over]
+    return (
+        f"the record holds more than {limit:,} {what}, over the limit {name} = {limit:,} "
+        "(placsp_provider.settings; real PLACSP records stay far below it): it was not parsed, so memory "
+        "stays bounded"
+    )
+
+
 def recover_entry_id(record: bytes, kind: str) -> str | None:
     """The entry id (or tombstone ref) read with a byte regex, for records that did not parse."""
     if kind == TOMBSTONE:
@@ -215,11 +270,55 @@ def recover_entry_id(record: bytes, kind: str) -> str | None:
         found = _TOMBSTONE_REF.search(record, 0, tag_end + 1 if tag_end >= 0 else len(record))
         raw = (found.group(1) if found.group(1) is not None else found.group(2)) if found else None
     else:
-        found = _ENTRY_ID.search(record)
-        raw = found.group(1) if found else None
+        raw = _first_entry_id(record)
     if raw is None:
         return None
     return raw.strip().decode("utf-8", "backslashreplace") or None
+
+
+def _first_entry_id(record: bytes) -> bytes | None:
+    """What `<(prefix:)?id(\\s[^>]*)?>\\s*([^<\\s][^<]*?)\\s*</` (searched) captured, give or take
+    blanks at its end (the caller strips them), in linear time.
+
+    That regex cost quadratic time on hostile bytes (`<id>a` + 1 MB of blanks + `x`: each lazy step
+    re-read the blanks; `<id <id <id ...` with no `>`: each attempt read to the end). `_ID_TEXT` is
+    the same pattern, except that an id tag's attributes may not hold a `<` (they never do in XML):
+    its runs stop at the next `<` and never give back, so no byte is read twice. Its first match is
+    the old one's unless an id tag with a `<` in its attributes comes before it (`_ID_TAG_WITH_LT`,
+    linear too); then `_first_entry_id_by_hand` decides, exactly.
+    """
+    found = _ID_TEXT.search(record)
+    before = found.start() + 1 if found else len(record)
+    if _ID_TAG_WITH_LT.search(record, 0, before) is None:
+        return found.group(1) if found else None
+    return _first_entry_id_by_hand(record)
+
+
+def _first_entry_id_by_hand(record: bytes) -> bytes | None:
+    """The old regex's first match, in one pass: for each `<id` / `<prefix:id` tag in order, its end
+    is the first `>` after its name; then blanks, then text up to the next `<`, which must open an
+    end tag (`</`). The text must start with a byte that is neither blank nor `<`. Tags whose
+    attributes hold another `<id` share their first `>`, so each `>` is looked for, and each text
+    read, once.
+    """
+    gt = -1  # the first `>` after the last tag name looked at
+    failed_at = -1  # a tag ending at this `>` did not give an id: no other will
+    for name in _ID_TAG_NAME.finditer(record):
+        if gt < name.end():
+            gt = record.find(b">", name.end())
+            if gt < 0:
+                return None  # no `>` after this name, nor after any later one
+        if gt == failed_at:
+            continue
+        failed_at = gt
+        start = _BLANKS_RUN.match(record, gt + 1).end()  # type: ignore[union-attr]
+        if start >= len(record) or record[start] == ord("<"):
+            continue
+        lt = record.find(b"<", start)
+        if lt < 0 or record[lt + 1 : lt + 2] != b"/":
+            continue
+        return record[start:lt]
+    return None
 
 
 def line_of(data: bytes, offset: int) -> int:
