@@ -58,6 +58,8 @@ UNCLOSED_RECORD = "unclosed_record"
 UNEXPECTED_ELEMENT = "unexpected_element"
 DTD_REFUSED = "dtd_refused"
 NOT_A_FEED = "not_a_feed"
+# Over settings.MAX_NODES_PER_RECORD or MAX_NAMESPACE_DECLARATIONS: refused before its tree is built.
+TREE_TOO_LARGE = "tree_too_large"
 # Stage 'validation', for a bug in extraction: the record is kept visible instead of failing the task.
 EXTRACTION_FAILED = "extraction_failed"
 
@@ -280,6 +282,13 @@ def _record_parser() -> etree.XMLParser:
 
 def _parse_one(context: _RecordContext, parser: etree.XMLParser, out: _Collector) -> None:
     wrapped, head_length = page_split.wrap_record(context.raw, context.namespace_context, context.xml_declaration)
+    too_large = page_split.tree_too_large(wrapped)
+    if too_large is not None:
+        if not context.closed:
+            too_large += "; it has no end tag either (the page was cut inside it, or it is unclosed)"
+        entry_id = page_split.recover_entry_id(context.raw, context.kind)
+        out.dead_letters.append(_dead_letter(context, STAGE_PARSE, TREE_TOO_LARGE, too_large, entry_id))
+        return
     try:
         wrapper = etree.fromstring(wrapped, parser=parser)
     except etree.XMLSyntaxError as err:
