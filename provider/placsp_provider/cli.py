@@ -428,6 +428,9 @@ def _cmd_dead_letter_show(args: argparse.Namespace) -> dict[str, Any]:
             )
         data = exact
     note = " (fixed: a replay reads the corrected text, `--text`)" if letter.row["status"] == "fixed" else ""
+    if sys.stdout.isatty():  # record bytes never reach a terminal raw; a file or a pipe gets them exact
+        note += "; escaped for the terminal: redirect to a file for the exact bytes"
+        data = (printable_lines(data.decode("utf-8", "backslashreplace")) + "\n").encode("utf-8")
     print(f"{letter.describe()}; {len(data)} bytes{note}", file=sys.stderr)
     sys.stdout.flush()
     sys.stdout.buffer.write(data)

@@ -275,3 +275,18 @@ def test_a_monthly_archive_whose_last_page_is_days_before_the_month_end_fails(si
         _check(site, lake, today=FEBRUARY_TODAY)
     saved = _saved_report(lake)
     assert (saved["after_archive"], saved["unaccounted"], saved["recovered"]) == (0, 6, 1)
+
+
+def test_an_archive_without_the_month_never_confirms_an_empty_bronze(site, lake) -> None:
+    # No daily run landed anything (the DAG was off, or every run failed) and the archive holds nothing
+    # of the month: 0 = 0 contradicts nothing, and proves nothing.
+    site.routes[YEARLY] = _zip(_february())
+    with pytest.raises(ArchiveIncompleteError) as failure:
+        _check(site, lake)
+    assert str(failure.value).startswith(
+        f"dataset agregadas 2022-01: the archive {site.url(YEARLY)} cannot account for the month, which is NOT "
+        "confirmed: read 1 of its 2 pages (those that may hold 2022-01) and found no entry and no tombstone of the "
+        "month, and Bronze holds none either"
+    )
+    saved = _saved_report(lake)
+    assert (saved["status"], saved["confirmed"], saved["published"]) == ("archive_incomplete", False, 0)

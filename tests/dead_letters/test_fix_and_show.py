@@ -148,6 +148,61 @@ def test_a_fix_that_would_not_parse_is_refused_and_nothing_is_written(lake: Path
     assert find_dead_letter(lake, letters["unclosed"]["dead_letter_id"]).row["status"] == "quarantined"
 
 
+def test_a_fix_that_leaves_an_undecoded_byte_as_text_is_refused(lake: Path) -> None:
+    # `\xf1` in raw_record stands for the byte 0xF1 the feed sent; a fix that keeps it (editing
+    # something else) would put the four characters into Silver.
+    letters = _ingest_dead_letters(lake)
+    latin1 = letters["latin1"]
+    edited = latin1["raw_record"].replace("<title>", "<title>Obras ", 1)
+    with pytest.raises(RecordFixRefusedError, match=r"still holds \\xf1, the text that shows a byte"):
+        fix_record(lake, latin1["dead_letter_id"], edited.encode())
+    fixed = fix_record(lake, latin1["dead_letter_id"], latin1["raw_record"].replace("\\xf1", "ñ").encode())
+    assert "Camiño " in fixed.row["raw_record"] and fixed.row["status"] == "fixed"
+
+
+def test_the_replays_status_update_skips_a_dead_letter_fixed_since_it_was_selected(lake: Path) -> None:
+    # A replay selected the record as it was; a person's fix written meanwhile must not be marked
+    # replayed by that replay's outcome (the next replay reads the fix).
+    from placsp_provider.delta_rs.dead_letter_status import StatusChange, record_outcomes
+
+    letters = _ingest_dead_letters(lake)
+    unclosed = letters["unclosed"]
+    selected = unclosed["raw_record"]
+    fix_record(lake, unclosed["dead_letter_id"], _fixed_entry(3))
+    change = StatusChange(unclosed["dead_letter_id"], "fixed", 0, selected, "replayed", None, None)
+    assert record_outcomes(lake, DS, "replay-race", [change], datetime(2022, 1, 6, tzinfo=UTC)) == 0
+    row = find_dead_letter(lake, unclosed["dead_letter_id"]).row
+    assert (row["status"], row["raw_record"]) == ("fixed", _fixed_entry(3).decode())
+    current = StatusChange(unclosed["dead_letter_id"], "fixed", 0, row["raw_record"], "replayed", None, None)
+    assert record_outcomes(lake, DS, "replay-ok", [current], datetime(2022, 1, 6, tzinfo=UTC)) == 1
+
+
+def test_legacy_rows_are_filled_from_bronze_or_left_out_when_their_text_may_hold_invented_bytes(lake: Path) -> None:
+    import pyarrow as pa
+
+    from placsp_provider.dead_letters.record_bytes import fill_legacy_bytes
+    from placsp_provider.spark.routing import REPLAY_INPUT_COLUMNS
+
+    letters = _ingest_dead_letters(lake)
+    latin1, unclosed = letters["latin1"], letters["unclosed"]
+    gone = {**latin1, "dead_letter_id": "1" * 64, "source_file": "bronze/agregadas/pages/gone.atom"}
+    rows = [
+        {**latin1, "raw_bytes": None},  # in Bronze: its exact bytes
+        {**gone, "raw_bytes": None},  # not in Bronze, \xf1 in its text: left out
+        {**gone, "raw_bytes": None, "dead_letter_id": "2" * 64, "status": "fixed"},  # an old unchecked fix: too
+        {**unclosed, "raw_bytes": None, "source_file": "bronze/agregadas/pages/gone.atom"},  # no \xNN: its text
+        {**unclosed, "raw_bytes": None, "dead_letter_id": "3" * 64, "status": "fixed", "source_file": "x"},
+    ]
+    table = pa.Table.from_pylist([{c: r[c] for c in REPLAY_INPUT_COLUMNS} for r in rows])
+    table = table.set_column(table.schema.get_field_index("raw_bytes"), "raw_bytes", pa.nulls(5, pa.binary()))
+    filled, unknown = fill_legacy_bytes(table, lake)
+    assert unknown == ["1" * 64, "2" * 64]
+    by_id = {r["dead_letter_id"]: r["raw_bytes"] for r in filled.to_pylist()}
+    assert by_id[latin1["dead_letter_id"]] == latin1["raw_bytes"]  # the page's declaration and the byte 0xF1
+    assert by_id[unclosed["dead_letter_id"]] == unclosed["raw_record"].encode()
+    assert by_id["3" * 64] is None  # a fixed one without \xNN: the person's text is replayed
+
+
 def test_a_refused_fix_is_one_line_on_the_command_line(lake: Path, tmp_path: Path) -> None:
     letters = _ingest_dead_letters(lake)
     broken = tmp_path / "broken.xml"
@@ -191,9 +246,7 @@ def test_a_table_of_an_earlier_release_gains_raw_bytes_and_show_finds_the_bytes_
     offset = latin1["record_offset"]
     record = page_bytes[offset : page_bytes.index(b"</entry>", offset) + len(b"</entry>")]
     assert out.stdout == b'<?xml version="1.0" encoding="UTF-8"?>' + record
-    assert "raw_bytes" in {f.name for f in DeltaTable(path).schema().fields}  # upgraded in place
-    rows = DeltaTable(path).to_pyarrow_table().to_pylist()
-    assert len(rows) == len(letters) and all(r["raw_bytes"] is None for r in rows)  # old rows: null, unchanged
+    assert "raw_bytes" not in {f.name for f in DeltaTable(path).schema().fields}  # a look changes no table
     # Its Bronze page gone, the text cannot tell the byte 0xf1 from the four characters `\xf1`.
     for landed in (lake / "bronze" / DS / "pages").glob("latin1*"):
         landed.unlink()

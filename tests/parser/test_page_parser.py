@@ -703,6 +703,33 @@ def test_replaying_the_fragment_with_the_namespaces_it_lacked() -> None:
     assert row["updated"] == datetime(2025, 8, 18, 7, 0, tzinfo=UTC)
 
 
+def test_a_replay_scans_the_record_inside_the_page_roots_declarations() -> None:
+    # `x` is bound by the page root to another namespace: `<x:entry>` inside a record is no record start
+    # for the page scan, and must be none for the replay's either, or the same bytes get another verdict
+    # (the cut record was `truncated` at ingest; scanned alone it read as two records, `xml_syntax`).
+    root = b'<feed xmlns:x="urn:example:other" '
+    nested = _replace_once(ENTRIES[1], b"<title>", b"<x:entry>n</x:entry><title>")
+    page = _small_page([ENTRIES[0], nested]).replace(b"<feed ", root, 1)
+    cut = page[: page.rindex(b"</entry>") - 200]
+    (dead_letter,) = [d for d in _parse(cut).dead_letters if d["record_kind"] == "entry"]
+    assert dead_letter["error_type"] == "truncated"
+    replayed = parse_dead_letter(dead_letter, dataset=AGREGADAS)
+    assert [d["error_type"] for d in replayed.dead_letters] == ["truncated"]
+
+
+def test_a_replay_reads_the_bytes_with_the_pages_declared_encoding() -> None:
+    # A Latin-1 page (declared): its records parse with that declaration at ingest and in the replay,
+    # which reads raw_bytes (declaration first), not raw_record's text (where 0xF3 shows as \xf3).
+    latin1 = _small_page(ENTRIES[:2]).decode("utf-8").encode("latin-1", "replace")
+    latin1 = latin1.replace(b'encoding="UTF-8"', b'encoding="ISO-8859-1"', 1)
+    broken = re.sub(rb'(<cbc:TaxExclusiveAmount currencyID="EUR">)[^<]*', rb"\1N/A", latin1, count=1)
+    (dead_letter,) = _parse(broken).dead_letters
+    assert dead_letter["error_type"] == "invalid_amount"
+    assert dead_letter["raw_bytes"].startswith(b'<?xml version="1.0" encoding="ISO-8859-1"')
+    replayed = parse_dead_letter(dead_letter, dataset=AGREGADAS)
+    assert [d["error_type"] for d in replayed.dead_letters] == ["invalid_amount"]
+
+
 def test_parse_record_refuses_page_dead_letters() -> None:
     with pytest.raises(ValueError, match="record kind"):
         parse_record(b"<x/>", kind="page", dataset=AGREGADAS, source_file="f")

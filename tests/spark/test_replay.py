@@ -286,11 +286,11 @@ def test_staged_files_of_a_failed_task_attempt_are_not_merged(spark, lake, monke
     reparse, planted = replay_job._reparse, []
 
     def reparse_then_plant_leftovers(spark_, ds, request, folder):
-        outcomes, needs_fix = reparse(spark_, ds, request, folder)
+        outcomes, selection = reparse(spark_, ds, request, folder)
         for staged in folder.glob("*/*.parquet"):
             planted.append(staged.with_name(f"{uuid.uuid4().hex}.parquet"))
             shutil.copyfile(staged, planted[-1])
-        return outcomes, needs_fix
+        return outcomes, selection
 
     monkeypatch.setattr(replay_job, "_reparse", reparse_then_plant_leftovers)
     summary = _recover_old(spark, lake)

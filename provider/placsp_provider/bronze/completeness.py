@@ -136,7 +136,7 @@ class CompletenessReport:
     after_archive: int = 0  # the month's tail after the archive's last page: published in the next archive
     unaccounted: int = 0  # in Bronze, not in the archive, and not after it: the archive cannot account for them
     bronze_held: int = 0  # distinct keys of the month in Bronze before the check
-    archive_reach: str | None = None  # the newest item the archive's pages read hold (any month)
+    archive_reach: str | None = None  # the newest item of the month the archive's pages read hold
     members_in_archive: int = 0  # `.atom` members in the zip
     members_read: int = 0
     members_recovered: int = 0
@@ -149,7 +149,7 @@ class CompletenessReport:
     @property
     def status(self) -> str:
         """`archive_incomplete` (the check fails), else `confirmed` or `recovered`."""
-        if self.unaccounted:
+        if self.unaccounted or self.failure:
             return "archive_incomplete"
         return "confirmed" if self.recovered == 0 else "recovered"
 
@@ -203,8 +203,9 @@ class ArchiveIncompleteError(PlacspError):
     versions Bronze holds and the archive lacks, and counts one version twice when two pages carry
     it. Not ids: an archive that lost one version of a contract folder but kept a later one still
     lost a publication. An archive with no page or no entry of the month is the extreme case (every
-    key Bronze holds is unaccounted); an empty archive against an empty Bronze contradicts nothing and
-    is confirmed (0 = 0) as before.
+    key Bronze holds is unaccounted). An archive that holds no entry and no tombstone of the month is
+    never a confirmation either, even against an empty Bronze: nothing contradicts, but nothing is
+    proven (every daily run may have failed; a live dataset publishes every day).
 
     The one part of the month an archive cannot hold is its tail when the archive ends with the month
     (a monthly zip, or December's yearly zip): archives group pages by the stamp in their names, and
@@ -255,6 +256,8 @@ def check_month(
     report.report = str(path.relative_to(lake))
     if unaccounted:
         report.failure = _unaccounted_message(report, published, in_bronze, unaccounted)
+    elif not published:
+        report.failure = _empty_archive_message(report)
     write_text_atomically(path, report.to_json())
     if report.failure:
         raise ArchiveIncompleteError(report.failure)
@@ -284,7 +287,7 @@ def check_month(
 @dataclass
 class ArchiveRead:
     keys: dict[Key, str]  # every key of the month in the archive, with the member that holds it
-    reach: datetime | None  # the newest item in the members read, of any month (None: no item at all)
+    reach: datetime | None  # the newest item of the month in the members read (None: none)
 
 
 def _archive_keys(
@@ -314,7 +317,10 @@ def _archive_keys(
             finally:
                 tmp.unlink(missing_ok=True)
             keys = [_key(item) for item in items if request.start <= item[2] < request.end]
-            reach = max([item[2] for item in items] + ([reach] if reach else []), default=None)
+            # Reach counts the month's own items only: one item stamped after the month (a bogus future
+            # `updated`) must not make the archive look as if it held the month's last hours.
+            month_times = [item[2] for item in items if request.start <= item[2] < request.end]
+            reach = max(month_times + ([reach] if reach else []), default=None)
             for key in keys:
                 out.setdefault(key, member.filename)
             report.members_read += 1
@@ -475,6 +481,20 @@ def _unaccounted_message(
         f"{days}){recovered}. Nothing was removed from Bronze. Rerun the check in a few days (the site rebuilds "
         f"its archives); if the archive stays short, report it to the site and keep {report.report} "
         f"(status archive_incomplete)"
+    )
+
+
+def _empty_archive_message(report: CompletenessReport) -> str:
+    """The archive holds no entry and no tombstone of the month, and Bronze none either: nothing
+    contradicts, but nothing is proven (every daily run may have failed, or this is not the month's
+    archive); a live dataset publishes every day."""
+    return (
+        f"dataset {report.dataset} {report.month}: the archive {printable(report.archive)} cannot account for the "
+        f"month, which is NOT confirmed: read {report.members_read} of its {_n(report.members_in_archive, 'page')} "
+        f"(those that may hold {report.month}) and found no entry and no tombstone of the month, and Bronze holds "
+        f"none either ({_n(report.bronze_pages_read, 'page')} read): nothing proves the month complete. Check that "
+        "the daily DAG ran that month and that the site publishes the archive; rerun the check in a few days "
+        f"(the site rebuilds its archives) and keep {report.report} (status archive_incomplete)"
     )
 
 

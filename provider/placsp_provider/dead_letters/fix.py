@@ -22,7 +22,7 @@ from typing import Any
 
 from placsp_provider.datasets import get_dataset
 from placsp_provider.dead_letters.lifecycle import FIXED, REPLAYED
-from placsp_provider.dead_letters.record_bytes import legacy_bytes, split_declaration
+from placsp_provider.dead_letters.record_bytes import escapes_left, legacy_bytes, split_declaration
 from placsp_provider.errors import ConfigError, PlacspError
 from placsp_provider.lake import DEAD_LETTER_TABLE, table_path
 from placsp_provider.untrusted import printable
@@ -88,7 +88,6 @@ def find_dead_letter(lake: Path, dead_letter_id: str, dataset: str | None = None
     datasets); a named error when there is none."""
     from deltalake import DeltaTable
 
-    from placsp_provider.delta_rs.table_upgrade import add_missing_columns
     from placsp_provider.table_files import local_files, text_equals
 
     where = f"dataset {get_dataset(dataset).key}" if dataset else "any dataset"
@@ -97,13 +96,15 @@ def find_dead_letter(lake: Path, dead_letter_id: str, dataset: str | None = None
     path = table_path(Path(lake), DEAD_LETTER_TABLE)
     if not (path / "_delta_log").is_dir():
         raise DeadLetterNotFoundError(f"no dead-letter table under {lake} (is it the lake root?)")
-    add_missing_columns(Path(lake))  # a table of an earlier release: raw_bytes is read below
     pruning = [("dataset", "=", get_dataset(dataset).key)] if dataset else None
-    files = local_files(DeltaTable(str(path)), pruning)
-    rows = files.to_table(columns=list(_COLUMNS), filter=text_equals("dead_letter_id", dead_letter_id)).to_pylist()
+    table = DeltaTable(str(path))
+    present = {f.name for f in table.schema().fields}  # a table of an earlier release lacks raw_bytes
+    columns = [c for c in _COLUMNS if c in present]
+    files = local_files(table, pruning)
+    rows = files.to_table(columns=columns, filter=text_equals("dead_letter_id", dead_letter_id)).to_pylist()
     if not rows:
         raise DeadLetterNotFoundError(f"no dead letter {dead_letter_id} in {where} of {path}")
-    return DeadLetterRecord(rows[0])
+    return DeadLetterRecord({"raw_bytes": None, **rows[0]})
 
 
 def corrected_text(data: bytes) -> str:
@@ -131,7 +132,9 @@ def corrected_text(data: bytes) -> str:
 
 def check_fix(letter: DeadLetterRecord, text: str) -> None:
     """Refuse (naming why) a correction the replay would not turn into exactly one row of the dead
-    letter's kind: the replay's own parser and validation, on the text it will read."""
+    letter's kind: the replay's own parser and validation on what the replay will read once it is
+    `fixed` (`record_to_replay`: the text, or the exact bytes when the text is unchanged), and no
+    `\\xNN` left standing for a byte that did not decode."""
     from placsp_provider.parser.page_parser import parse_dead_letter
 
     r = letter.row
@@ -144,7 +147,14 @@ def check_fix(letter: DeadLetterRecord, text: str) -> None:
         )
     if not text:
         raise RecordFixRefusedError(f"{letter.describe()}: the corrected record is empty")
-    result = parse_dead_letter(r, dataset=get_dataset(letter.dataset), raw_record=text)
+    left = escapes_left(r["raw_bytes"], r["raw_record"], text)
+    if left:
+        raise RecordFixRefusedError(
+            f"{letter.describe()}: the corrected record still holds {', '.join(left[:5])}, the text that shows "
+            "a byte the ingest could not decode; write the character it stands for (e.g. ñ for \\xf1 in "
+            "Latin-1): left as is it would reach Silver as four characters the feed never held; nothing was written"
+        )
+    result = parse_dead_letter({**r, "status": FIXED, "raw_record": text}, dataset=get_dataset(letter.dataset))
     if result.dead_letters:
         failed = result.dead_letters[0]
         raise RecordFixRefusedError(

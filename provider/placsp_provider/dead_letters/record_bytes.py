@@ -18,6 +18,7 @@ Dead letters written before `raw_bytes` existed (null there): see `legacy_bytes`
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -117,9 +118,16 @@ def _bronze_page(source: str, lake: Path, pages: dict[str, Any]) -> Any:
 
 def fill_legacy_bytes(letters: Any, lake: Path) -> tuple[Any, list[str]]:
     """A replay's selection (an Arrow table with `raw_bytes`, `raw_record`, `status`, `source_file`,
-    `record_offset`, `record_kind`, `dead_letter_id`) with `raw_bytes` filled on legacy rows that
-    re-parse their bytes (not `fixed`) wherever `legacy_bytes` knows them; the rows whose bytes
-    cannot be known are left out, and their ids returned: replaying their text could invent data."""
+    `record_offset`, `record_kind`, `dead_letter_id`) with `raw_bytes` filled on legacy rows wherever
+    the exact bytes can be known, and the rows left out whose record nobody can tell from invented
+    text; their ids are returned. For each legacy record-level row:
+
+    - its bytes found in Bronze (`legacy_bytes`' step 1: only while `raw_record` is still exactly the
+      text of those bytes): filled, so `record_to_replay` reads the bytes, `fixed` or not;
+    - else a `raw_record` holding `\\xNN` is left out, `fixed` or not: an undecodable byte and the
+      four characters look alike, and a fix written before `fix` checked anything may still hold them;
+    - else a `fixed` one replays its text (a person's), a `quarantined` one its text as UTF-8.
+    """
     import pyarrow as pa
 
     column = letters.column("raw_bytes").to_pylist()
@@ -129,12 +137,29 @@ def fill_legacy_bytes(letters: Any, lake: Path) -> tuple[Any, list[str]]:
     pages: dict[str, Any] = {}
     keep, unknown = [], []
     for index, row in enumerate(rows):
-        if column[index] is None and row["status"] != FIXED and row["record_kind"] in ("entry", "tombstone"):
-            column[index] = legacy_bytes(row, lake, pages)
-            if column[index] is None:
+        if column[index] is None and row["record_kind"] in ("entry", "tombstone"):
+            column[index] = _from_bronze(row, lake, pages)
+            if column[index] is None and ESCAPED_BYTE.search(row["raw_record"]):
                 unknown.append(row["dead_letter_id"])
                 continue
+            if column[index] is None and row["status"] != FIXED:
+                column[index] = row["raw_record"].encode("utf-8")
         keep.append(index)
     position = letters.schema.get_field_index("raw_bytes")
     filled = letters.set_column(position, "raw_bytes", pa.array(column, pa.binary()))
     return filled.take(pa.array(keep, pa.int64())), unknown
+
+
+def escapes_left(raw_bytes: bytes | None, raw_record: str, corrected: str) -> list[str]:
+    """The `\\xNN` texts that stand for bytes the ingest could not decode and are still in the
+    `corrected` text: left there, they would reach Silver as four characters the feed never held.
+    Escapes the record really held as text (valid UTF-8 `\\xf1`) are not counted. `raw_bytes` None
+    (a dead letter written before the column): every `\\xNN` of `raw_record` counts."""
+    if raw_bytes is None:
+        suspects = Counter({escape: 0 for escape in ESCAPED_BYTE.findall(raw_record)})
+    else:
+        text = split_declaration(raw_bytes)[1].decode("utf-8", "surrogateescape")
+        undecoded = {f"\\x{ord(c) - 0xDC00:02x}" for c in text if 0xDC80 <= ord(c) <= 0xDCFF}
+        held = Counter(ESCAPED_BYTE.findall(text))  # surrogates never match: these are real text
+        suspects = Counter({escape: held[escape] for escape in undecoded})
+    return sorted(escape for escape, literal in suspects.items() if corrected.count(escape) > literal)

@@ -26,6 +26,7 @@ class StatusChange:
     dead_letter_id: str
     was_status: str  # as selected: the change applies only if nobody changed it since
     was_attempts: int
+    was_record: str  # raw_record as selected: a fix written since voids the outcome (it is replayed next)
     new_status: str
     error_type: str | None  # a new error, when it failed again
     error_message: str | None
@@ -44,6 +45,7 @@ def record_outcomes(lake: Path, dataset: str, run_id: str, changes: Sequence[Sta
             "dead_letter_id": pa.array([c.dead_letter_id for c in changes], pa.string()),
             "was_status": pa.array([c.was_status for c in changes], pa.string()),
             "was_attempts": pa.array([c.was_attempts for c in changes], pa.int32()),
+            "was_record": pa.array([c.was_record for c in changes], pa.string()),
             "new_status": pa.array([c.new_status for c in changes], pa.string()),
             "error_type": pa.array([c.error_type for c in changes], pa.string()),
             "error_message": pa.array([c.error_message for c in changes], pa.string()),
@@ -70,7 +72,7 @@ def record_outcomes(lake: Path, dataset: str, run_id: str, changes: Sequence[Sta
             source_alias="s",
             target_alias="t",
         )
-        unchanged = "t.status = s.was_status AND t.attempts = s.was_attempts"
+        unchanged = "t.status = s.was_status AND t.attempts = s.was_attempts AND t.raw_record = s.was_record"
         return int(merge.when_matched_update(updates, predicate=unchanged).execute().get("num_target_rows_updated", 0))
 
     return retry_on_conflict(

@@ -230,7 +230,10 @@ def parse_record(
     declaration, data = split_declaration(raw.encode("utf-8") if isinstance(raw, str) else raw)
     context_text = namespace_context.decode("utf-8") if isinstance(namespace_context, bytes) else namespace_context
     # A record still missing its end tag must be reported as such again, not as a generic syntax error.
-    spans = page_split.scan_page(data).records
+    # Scanned inside the page root's declarations, as the page scan saw it: a nested `<x:entry>` whose
+    # prefix the root binds to another namespace is no record start, here as there.
+    wrapped, head = page_split.wrap_record(data, context_text)
+    spans = [span for span in page_split.scan_page(wrapped).records if span.start >= head]
     closed = spans[0].closed if len(spans) == 1 else True
     out = _Collector()
     _parse_one(

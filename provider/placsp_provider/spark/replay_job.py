@@ -144,7 +144,16 @@ class _Counts:
     files: list[str] = field(default_factory=list)
 
 
-def select(spark: SparkSession, request: ReplayRequest) -> tuple[DataFrame, list[str]]:
+@dataclass(frozen=True)
+class Selection:
+    """What a replay selected, as it was when selected."""
+
+    letters: DataFrame  # REPLAY_INPUT_COLUMNS, handed to the re-parse job
+    records: dict[str, str]  # dead_letter_id -> raw_record: a person's fix since then voids the outcome
+    needs_fix: list[str]  # left out: written before raw_bytes, exact bytes unknown
+
+
+def select(spark: SparkSession, request: ReplayRequest) -> Selection:
     """The dead letters this replay owns (REPLAY_INPUT_COLUMNS), oldest first, at most `max_records`;
     and the ids of those left out because their exact bytes cannot be known (written before
     `raw_bytes` existed, with bytes that did not decode: `dead_letters.record_bytes.fill_legacy_bytes`).
@@ -172,14 +181,16 @@ def select(spark: SparkSession, request: ReplayRequest) -> tuple[DataFrame, list
         log.warning(
             "dataset %s: replay %s leaves out %d dead letter(s) written before raw_bytes whose exact bytes are "
             "unknown (neither their Bronze page nor their text can tell them); fix each by hand: "
-            "`placsp dead-letters show --text --id ID`, then `placsp dead-letters fix --id ID --file FIXED.xml` "
+            "`placsp dead-letters show --lake LAKE --text --id ID`, then `placsp dead-letters fix --lake LAKE "
+            "--id ID --file FIXED.xml` "
             "(e.g. %s)",
             request.dataset,
             request.run_id,
             len(unknown),
             ", ".join(unknown[:3]),
         )
-    return spark.createDataFrame(rows), unknown
+    records = dict(zip(rows.column("dead_letter_id").to_pylist(), rows.column("raw_record").to_pylist(), strict=True))
+    return Selection(spark.createDataFrame(rows), records, unknown)
 
 
 def run_replay(spark: SparkSession, request: ReplayRequest) -> dict[str, Any]:
@@ -191,7 +202,7 @@ def run_replay(spark: SparkSession, request: ReplayRequest) -> dict[str, Any]:
     silver: dict[str, Any] = {}
     with contextlib.ExitStack() as staging:  # the re-parsed rows wait here until their MERGE
         folder = None if request.dry_run else staging.enter_context(run_folder(staging_dir(lake, ds.key)))
-        reparsed, needs_fix = _reparse(spark, ds, request, folder)
+        reparsed, selection = _reparse(spark, ds, request, folder)
         selected = [Selected(**{c: r[c] for c in Selected.__dataclass_fields__}) for r in reparsed]
         log.info(
             "dataset %s: replay %s selected %d dead letter(s) (%s)%s",
@@ -213,8 +224,8 @@ def run_replay(spark: SparkSession, request: ReplayRequest) -> dict[str, Any]:
         if outcome.result == STILL_FAILING and outcome.selected.attempts + 1 >= request.max_attempts:
             outcome.result = ABANDONED
     if not request.dry_run and outcomes:
-        _mark(lake, ds.key, request.run_id, list(outcomes.values()), started)
-    summary = _summary(request, ds, outcomes, reprocessed, silver, needs_fix)
+        _mark(lake, ds.key, request.run_id, list(outcomes.values()), selection.records, started)
+    summary = _summary(request, ds, outcomes, reprocessed, silver, selection.needs_fix)
     write_summary(summary, request)
     return summary
 
@@ -232,16 +243,16 @@ def _arrow_records_per_batch(spark: SparkSession, records: int) -> AbstractConte
 
 def _reparse(
     spark: SparkSession, ds: Dataset, request: ReplayRequest, folder: Path | None
-) -> tuple[list[Row], list[str]]:
+) -> tuple[list[Row], Selection]:
     """One Spark job: the selection (read by delta-rs), its record-level dead letters re-parsed on the workers, their
     rows staged under `folder` (None: a dry run, nothing staged); one outcome per selected dead letter
-    (routing.REPLAY_OUTCOME), and the ids left out of the selection (`select`)."""
+    (routing.REPLAY_OUTCOME), and the selection (`select`)."""
     from placsp_provider.spark.routing import make_replay_stager, replay_outcome_spark_schema
 
-    chosen, needs_fix = select(spark, request)  # a local relation, sliced over the cores by Spark: no shuffle
+    selection = select(spark, request)  # a local relation, sliced over the cores by Spark: no shuffle
     stager = make_replay_stager(ds, None if folder is None else str(folder))
     with _arrow_records_per_batch(spark, REPLAY_RECORDS_PER_BATCH):  # the job runs inside
-        return chosen.mapInArrow(stager, replay_outcome_spark_schema()).collect(), needs_fix
+        return selection.letters.mapInArrow(stager, replay_outcome_spark_schema()).collect(), selection
 
 
 def _record_outcomes(ds: Dataset, request: ReplayRequest, reparsed: list[Row], outcomes: dict[str, Outcome]) -> None:
@@ -364,9 +375,12 @@ def _replay_files(
     return sorted(p.file for p in pages), metrics
 
 
-def _mark(lake: Path, dataset: str, run_id: str, outcomes: list[Outcome], at: datetime) -> None:
-    """Record every outcome on its dead letter, only if nobody changed it since it was selected
-    (by delta-rs: `delta_rs.dead_letter_status`)."""
+def _mark(
+    lake: Path, dataset: str, run_id: str, outcomes: list[Outcome], records: dict[str, str], at: datetime
+) -> None:
+    """Record every outcome on its dead letter, only if nobody changed it since it was selected, its
+    record included (a person's fix written meanwhile is replayed next time; by delta-rs:
+    `delta_rs.dead_letter_status`)."""
     from placsp_provider.delta_rs.dead_letter_status import StatusChange, record_outcomes
 
     status = {RECOVERED: REPLAYED, STILL_FAILING: QUARANTINED, ABANDONED: lifecycle.ABANDONED}
@@ -375,6 +389,7 @@ def _mark(lake: Path, dataset: str, run_id: str, outcomes: list[Outcome], at: da
             o.selected.dead_letter_id,
             o.selected.status,
             o.selected.attempts,
+            records[o.selected.dead_letter_id],
             status[o.result],
             o.error_type,
             o.error_message,
