@@ -72,6 +72,7 @@ lint: $(INSTALLED)
 	$(VENV)/bin/ruff check provider dags include tests benchmarks
 	$(VENV)/bin/ruff format --check provider dags include tests benchmarks
 	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports
 
 clean:
 	rm -rf .demo benchmarks/out .system-test

@@ -1,7 +1,7 @@
 """Dead-letter threshold check benchmark: `count_dead_letters` (delta-rs, pruned) vs a full scan.
 
 Table: `<lake>/dead_letters` with the exact schema of the Silver ingest's table
-(`placsp_provider.spark.tables.table_schema("dead_letters")`), partitioned by `dataset`, written with
+(`placsp_provider.ingest.tables.table_schema("dead_letters")`), partitioned by `dataset`, written with
 `deltalake.write_deltalake`: 1,000,000 rows in 60 commits (one per daily run), each commit one file
 per dataset (5 datasets, so 300 files). Every file mixes the three stages and their error types
 like a real run; `raw_record` is a ~1.3 KB CODICE-like entry with the row's own id and amount
@@ -157,8 +157,8 @@ def _write_table(lake: Path, cfg: Config) -> dict[str, Any]:
     import pyarrow as pa
     from deltalake import write_deltalake
 
+    from placsp_provider.ingest.tables import table_schema
     from placsp_provider.lake import table_path
-    from placsp_provider.spark.tables import table_schema
 
     rng = np.random.default_rng(SEED)
     schema = table_schema("dead_letters")

@@ -1,7 +1,7 @@
 """Data-contract checks (delta-rs + DuckDB over Arrow) vs a full scan, and the Prophet volume model.
 
 Tables: `<lake>/silver/{entries,lots,documents,results,tombstones}` with the exact schemas of the Silver
-ingest (`placsp_provider.spark.tables.table_schema`), partitioned by `dataset`, written with
+ingest (`placsp_provider.ingest.tables.table_schema`), partitioned by `dataset`, written with
 `deltalake.write_deltalake` in `runs` commits (one per daily run, `_ingest_run_id` = the run). Entries:
 1,000,000 rows, 70% agregadas and 30% licitaciones; children at the ratios of the bundled real 1044
 pages (per entry: 0.9 documents, 0.9 results, 0.5 lots, 0.05 tombstones). Rows carry ids, timestamps
@@ -139,8 +139,8 @@ def _write_tables(lake: Path, cfg: Config) -> dict[str, Any]:
     import pyarrow as pa
     from deltalake import write_deltalake
 
+    from placsp_provider.ingest.tables import table_schema
     from placsp_provider.lake import table_path
-    from placsp_provider.spark.tables import table_schema
 
     rng = random.Random(SEED)
     start = datetime(2023, 12, 1, tzinfo=UTC)

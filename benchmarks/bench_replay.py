@@ -240,13 +240,15 @@ def replay_vs_ingest(spark: Any, p: dict[str, Any]) -> dict[str, Any]:
     fixes: dict[str, dict[str, str]] = p["fixes"]
     n = len(fixes)
 
-    def ingest(lake: Path, manifest: Path, run_id: str, writer: str = "delta-rs") -> dict[str, Any]:
-        """The Spark job's ingest: written by delta-rs, as its default engine writes a batch this size
-        (`delta_rs.silver_job.spark_writer`), and as the replay writes its recovered records."""
+    def ingest(lake: Path, manifest: Path, run_id: str, engine: str = "spark+delta-rs") -> dict[str, Any]:
+        """The Spark job's ingest: parsed on Spark, written by delta-rs, as the Spark job's default engine
+        writes a batch this size, and as the replay writes its recovered records."""
         from placsp_provider.datasets import get_dataset  # imported in the first timed run that needs it
-        from placsp_provider.spark.silver_job import IngestRequest, run_ingest
+        from placsp_provider.ingest.request import IngestRequest
+        from placsp_provider.ingest.run import ingest as run_ingest
 
-        return run_ingest(spark, IngestRequest(get_dataset(_DATASET), lake, run_id, manifests=(manifest,)), writer)
+        request = IngestRequest(get_dataset(_DATASET), lake, run_id, manifests=(manifest,))
+        return dict(run_ingest(request, engine, spark=spark))
 
     def replay(lake: Path, run_id: str) -> dict[str, Any]:
         from placsp_provider.spark.replay_job import ReplayRequest, run_replay

@@ -831,8 +831,8 @@ def _child_reference(p: dict[str, Any]) -> dict[str, Any]:
 def _child_single(p: dict[str, Any]) -> dict[str, Any]:
     """`parse_page` and `stage_page`, one process, one core, same pages."""
     from placsp_provider.datasets import get_dataset
+    from placsp_provider.ingest.staging import stage_page
     from placsp_provider.parser.page_parser import parse_page
-    from placsp_provider.spark.routing import stage_page
 
     staging = tempfile.mkdtemp(prefix="placsp-bench-staging-")
 
@@ -923,9 +923,10 @@ def _child_spark_route(p: dict[str, Any]) -> dict[str, Any]:
 
 
 def _child_spark_ingest(p: dict[str, Any]) -> dict[str, Any]:
-    """`run_ingest` into a fresh lake; where the time went from Delta's history and Spark's tracker."""
+    """The `spark` engine's ingest into a fresh lake; where the time went from Delta's history and Spark's tracker."""
     from placsp_provider.datasets import get_dataset
-    from placsp_provider.spark.silver_job import IngestRequest, run_ingest
+    from placsp_provider.ingest.request import IngestRequest
+    from placsp_provider.ingest.run import ingest as run_ingest
 
     spark = spark_session("placsp-bench-silver", p["cores"])
     ds = get_dataset(_DATASET)
@@ -935,7 +936,7 @@ def _child_spark_ingest(p: dict[str, Any]) -> dict[str, Any]:
         manifests = tuple(sorted(link_lake(Path(template), lake)))
         spark.sparkContext.setJobGroup(group, "bench ingest")
         t = time.perf_counter()
-        summary = run_ingest(spark, IngestRequest(ds, lake, "bench", manifests=manifests))
+        summary = run_ingest(IngestRequest(ds, lake, "bench", manifests=manifests), "spark", spark=spark)
         seconds = time.perf_counter() - t
         commits = delta_commits(spark, lake, {})  # a fresh lake: every commit is this run's
         jobs = len(spark.sparkContext.statusTracker().getJobIdsForGroup(group))
@@ -986,8 +987,8 @@ def _since_process_start() -> float:
 
 
 def _child_fresh_ingest(p: dict[str, Any]) -> dict[str, Any]:
-    """`placsp ingest`'s work in a fresh process: the session, then `run_ingest` of the template's pages
-    into `lake` (fresh, or a copy of `base_lake` made first and not counted)."""
+    """`placsp ingest`'s work in a fresh process: the session when the engine needs one, then `ingest` of
+    the template's pages into `lake` (fresh, or a copy of `base_lake` made first and not counted)."""
     t0 = time.perf_counter()
     lake = Path(p["lake"])
     if p.get("base_lake"):
@@ -995,22 +996,20 @@ def _child_fresh_ingest(p: dict[str, Any]) -> dict[str, Any]:
     manifests = tuple(sorted(link_lake(Path(p["template"]), lake, "bench-more.json" if p.get("base_lake") else None)))
     setup_s = time.perf_counter() - t0
     from placsp_provider.datasets import get_dataset
-    from placsp_provider.delta_rs import silver_job as delta_rs_job
-    from placsp_provider.spark.silver_job import IngestRequest, run_ingest
+    from placsp_provider.ingest.engines import choose_engine, needs_spark
+    from placsp_provider.ingest.request import IngestRequest
+    from placsp_provider.ingest.run import ingest
 
-    # Memory of the ingest itself (session start to the end of `run_ingest`), sampled by this process:
+    # Memory of the ingest itself (session start to the end of `ingest`), sampled by this process:
     # the parent's sampling of the whole child also covers the contents check below.
     tree = ProcessTree(interval=0.5)
     tree.reset(clear=False)
     tree.start()
     request = IngestRequest(get_dataset(_DATASET), lake, "bench", manifests=manifests)
     # `engine` auto: the CLI's choice (delta-rs, without a JVM, for a small batch into existing tables).
-    engine = delta_rs_job.choose_engine(request, p.get("engine", "spark"))
-    if engine == "delta-rs":
-        summary = delta_rs_job.run_ingest(request)
-    else:
-        spark = spark_session("placsp-bench-fresh", p["cores"])
-        summary = run_ingest(spark, request, "spark" if engine == "spark" else "delta-rs")
+    engine = choose_engine(request, p.get("engine", "spark"))
+    spark = spark_session("placsp-bench-fresh", p["cores"]) if needs_spark(engine) else None
+    summary = ingest(request, engine, spark=spark)
     process_s = _since_process_start() - setup_s
     tree.stop()
     out = {
@@ -1020,7 +1019,7 @@ def _child_fresh_ingest(p: dict[str, Any]) -> dict[str, Any]:
         "ingest_tree": tree.report(),
         "summary": {k: summary[k] for k in ("read", "silver", "files", "merge")},
     }
-    if engine == "delta-rs":
+    if spark is None:
         return out
     if not p.get("base_lake"):
         out["contents"] = lake_contents(spark, lake)

@@ -1,65 +1,56 @@
-"""The package boundaries the architecture promises, checked on every import statement (module level
-and inside functions) of the source files:
+"""The boundaries the architecture promises are import-linter contracts (`[tool.importlinter]` in
+pyproject.toml, run by `make lint`): layers, the ingest core free of engines and Airflow, the two
+writers independent, jobs free of Airflow, DAG files and the triggerer's code free of Spark.
 
-- `parser/` (the page parser) imports neither pyspark nor Airflow: it runs on executors and in tests;
-- `spark/` never imports Airflow: the jobs run on a cluster that has no Airflow;
-- `delta_rs/` imports neither pyspark, delta-spark nor Airflow: it runs in the task without a JVM, and
-  in the Spark job;
-- sensors, triggers and DAG files never import pyspark or the parser: they run in the triggerer and
-  the DAG processor, which must stay light.
+What a static graph cannot see is checked here by running it: the daily ingest (engine `delta-rs`)
+in a fresh interpreter never imports pyspark or delta-spark, from the operator's first import to
+its summary.
 """
 
 from __future__ import annotations
 
-import ast
+import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO
+from tests.pages import day, page
+from tests.spark.bronze import land
 
 pytestmark = pytest.mark.unit
 
-PACKAGE = REPO / "provider" / "placsp_provider"
-
-RULES = [
-    (PACKAGE / "parser", ("pyspark", "delta", "airflow")),
-    (PACKAGE / "spark", ("airflow",)),
-    (PACKAGE / "delta_rs", ("pyspark", "delta", "airflow")),  # the ingest without a JVM, run in the task
-    (PACKAGE / "sensors", ("pyspark", "delta", "placsp_provider.parser", "placsp_provider.spark")),
-    (PACKAGE / "triggers", ("pyspark", "delta", "placsp_provider.parser", "placsp_provider.spark")),
-    (REPO / "dags", ("pyspark", "delta", "placsp_provider.parser", "placsp_provider.spark")),
-]
-
-
-def imported_modules(path: Path) -> set[str]:
-    out: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.Import):
-            out.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            out.add(node.module)
-            out.update(f"{node.module}.{alias.name}" for alias in node.names)
-    return out
+_DAILY_INGEST = """
+import json, sys
+from pathlib import Path
+from placsp_provider.operators.silver import PlacspSilverOperator
+op = PlacspSilverOperator(task_id="silver", dataset="agregadas", lake=sys.argv[1], manifest=sys.argv[2])
+summary = op.execute({"run_id": "scheduled__2022-01-04"})
+heavy = sorted(m for m in sys.modules if m.split(".")[0] in ("pyspark", "delta", "py4j"))
+print(json.dumps({"engine": summary["engine"], "read": summary["read"], "heavy": heavy}))
+"""
 
 
-def _breaks(modules: set[str], banned: tuple[str, ...]) -> list[str]:
-    return sorted(m for m in modules if any(m == b or m.startswith(b + ".") for b in banned))
+def _empty_tables(lake: Path) -> None:
+    """The lake's tables, empty, as a lake after its first ingest has them (made by delta-rs here)."""
+    from deltalake import write_deltalake
+
+    from placsp_provider.ingest.tables import table_schema
+    from placsp_provider.lake import LAKE_TABLES, table_path
+
+    for table in LAKE_TABLES:
+        write_deltalake(str(table_path(lake, table)), table_schema(table).empty_table(), partition_by=["dataset"])
 
 
-@pytest.mark.parametrize(("folder", "banned"), RULES, ids=lambda v: v.name if isinstance(v, Path) else "")
-def test_package_boundaries(folder: Path, banned: tuple[str, ...]) -> None:
-    files = sorted(folder.rglob("*.py"))
-    assert files, folder
-    broken = {str(f.relative_to(REPO)): _breaks(imported_modules(f), banned) for f in files}
-    assert {f: b for f, b in broken.items() if b} == {}
-
-
-def test_the_checker_sees_imports_inside_functions(tmp_path: Path) -> None:
-    source = tmp_path / "m.py"
-    source.write_text("def f():\n    from pyspark.sql import functions as F\n    import airflow.sdk\n")
-    assert _breaks(imported_modules(source), ("pyspark", "airflow")) == [
-        "airflow.sdk",
-        "pyspark.sql",
-        "pyspark.sql.functions",
-    ]
+def test_the_daily_ingest_never_imports_pyspark(tmp_path: Path) -> None:
+    lake = tmp_path / "lake"
+    _empty_tables(lake)
+    manifest = land(lake, "agregadas", {"p.atom": page([(1, day(4)), (2, day(4))], tombstones=[(3, day(4))])})
+    out = subprocess.run(
+        [sys.executable, "-c", _DAILY_INGEST, str(lake), str(manifest)], capture_output=True, text=True, timeout=300
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    assert result["engine"] == "delta-rs" and result["read"] == {"entries": 2, "tombstones": 1}
+    assert result["heavy"] == []

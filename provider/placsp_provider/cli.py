@@ -317,8 +317,9 @@ def _cmd_ingest(args: argparse.Namespace) -> dict[str, Any]:
     import uuid
 
     from placsp_provider.datasets import get_dataset
-    from placsp_provider.delta_rs import silver_job as delta_rs_job
-    from placsp_provider.spark.silver_job import IngestRequest
+    from placsp_provider.ingest.engines import choose_engine, needs_spark
+    from placsp_provider.ingest.request import IngestRequest
+    from placsp_provider.ingest.run import ingest
 
     ds = get_dataset(args.dataset)
     lake = args.lake.resolve()
@@ -327,20 +328,10 @@ def _cmd_ingest(args: argparse.Namespace) -> dict[str, Any]:
         raise PlacspError(f"dataset {ds.key}: nothing landed under {landed}; run `placsp extract` first")
     run_id = args.run_id or f"cli__{datetime.now(UTC):%Y%m%dT%H%M%S}_{uuid.uuid4().hex[:6]}"
     request = IngestRequest(ds, lake, run_id, tuple(args.manifest), args.reprocess)
-    engine = delta_rs_job.choose_engine(request, args.engine)
-    if engine == delta_rs_job.DELTA_RS:
-        print(f"ingesting dataset {ds.key} with delta-rs (no JVM), run {run_id}...", file=sys.stderr)
-        return delta_rs_job.run_ingest(request)
-    from placsp_provider.spark.session import get_session
-    from placsp_provider.spark.silver_job import run_ingest
-
-    writer = "spark" if engine == delta_rs_job.SPARK else "delta-rs"
-    print(f"starting Spark (local) for dataset {ds.key}, run {run_id}, written by {writer}...", file=sys.stderr)
-    spark = get_session("placsp-ingest")
-    try:
-        return run_ingest(spark, request, writer)
-    finally:
-        spark.stop()
+    engine = choose_engine(request, args.engine)
+    start = "starting Spark (local) for" if needs_spark(engine) else "ingesting"
+    print(f"{start} dataset {ds.key} with engine {engine}, run {run_id}...", file=sys.stderr)
+    return dict(ingest(request, engine))
 
 
 def _cmd_maintain(args: argparse.Namespace) -> dict[str, Any]:

@@ -27,7 +27,8 @@ if str(_REPO) not in sys.path:
 
 from benchmarks import bench_replay as bench
 from placsp_provider.datasets import get_dataset
-from placsp_provider.parser.page_parser import parse_dead_letter, parse_page
+from placsp_provider.dead_letters.record_bytes import parse_dead_letter
+from placsp_provider.parser.page_parser import parse_page
 
 _TINY = bench.Config(pages=2, items_per_page=8, repeats=1, fresh_lake=False, quiet_wait_s=0.0)
 

@@ -26,9 +26,9 @@ from placsp_provider.dead_letters.fix import (
     mark_fixed,
 )
 from placsp_provider.errors import ConfigError
+from placsp_provider.ingest.tally import dead_letter_id
 from placsp_provider.lake import table_path
 from placsp_provider.parser.page_parser import parse_page
-from placsp_provider.spark.routing import dead_letter_id
 from tests.pages import ID_PREFIX, day, entry, page
 from tests.spark.bronze import land
 
@@ -54,7 +54,7 @@ def _ingest_dead_letters(lake: Path, *, legacy: bool = False) -> dict[str, dict[
     import pyarrow as pa
     from deltalake import write_deltalake
 
-    from placsp_provider.spark.tables import table_schema
+    from placsp_provider.ingest.tables import table_schema
 
     manifest = land(lake, DS, _pages())
 
@@ -163,7 +163,7 @@ def test_a_fix_that_leaves_an_undecoded_byte_as_text_is_refused(lake: Path) -> N
 def test_the_replays_status_update_skips_a_dead_letter_fixed_since_it_was_selected(lake: Path) -> None:
     # A replay selected the record as it was; a person's fix written meanwhile must not be marked
     # replayed by that replay's outcome (the next replay reads the fix).
-    from placsp_provider.delta_rs.dead_letter_status import StatusChange, record_outcomes
+    from placsp_provider.dead_letters.status import StatusChange, record_outcomes
 
     letters = _ingest_dead_letters(lake)
     unclosed = letters["unclosed"]

@@ -22,12 +22,11 @@ pytestmark = pytest.mark.unit
 def test_lake_table_names_are_the_table_paths_the_spark_job_writes(tmp_path: Path) -> None:
     from placsp_provider import lake as layout
     from placsp_provider.lineage import naming
-    from placsp_provider.spark import tables
 
     assert (*layout.SILVER_TABLES, "dead_letters", "reconciliation") == layout.LAKE_TABLES
     for table in layout.LAKE_TABLES:
         name = naming.lake_table(tmp_path / "lake", table)
-        assert (name.namespace, name.name) == ("file", str(tables.table_path((tmp_path / "lake").resolve(), table)))
+        assert (name.namespace, name.name) == ("file", str(layout.table_path((tmp_path / "lake").resolve(), table)))
     with pytest.raises(ValueError, match="unknown lake table"):
         naming.lake_table(tmp_path, "silver")
 
@@ -282,9 +281,9 @@ def test_a_passing_gate_reports_its_assertion_and_metrics(tmp_path: Path) -> Non
 
 def test_nothing_landed_reports_the_manifest_and_empty_writes(tmp_path: Path) -> None:
     from placsp_provider.bronze.manifest import Manifest
+    from placsp_provider.ingest.summary import empty_summary
     from placsp_provider.lineage.extract import extract_lineage
     from placsp_provider.lineage.silver import silver_lineage
-    from placsp_provider.spark.silver_job import empty_summary
 
     manifest = tmp_path / "bronze" / "menores" / "manifests" / "20250818T000000Z__20250819T000000Z.json"
     manifest.parent.mkdir(parents=True)

@@ -423,7 +423,7 @@ def test_the_record_limit_is_exact_and_the_same_in_the_scan_and_in_silver(
 
 
 def test_replaying_a_refused_record_refuses_it_again(monkeypatch: pytest.MonkeyPatch) -> None:
-    from placsp_provider.parser.page_parser import parse_dead_letter
+    from placsp_provider.dead_letters.record_bytes import parse_dead_letter
 
     monkeypatch.setattr(settings, "MAX_NODES_PER_RECORD", 1_000)
     parsed = _parse(_page(_stuffed(1, b"<x/>" * 2_000)))

@@ -25,7 +25,8 @@ DATASETS = ("licitaciones", "agregadas")
 @pytest.fixture(scope="session")
 def real_lake(spark, tmp_path_factory) -> Path:  # noqa: F811 - the fixture above
     from placsp_provider.datasets import get_dataset
-    from placsp_provider.spark.silver_job import IngestRequest, run_ingest
+    from placsp_provider.ingest.request import IngestRequest
+    from placsp_provider.ingest.run import ingest as run_ingest
     from tests.spark.bronze import land
 
     lake = tmp_path_factory.mktemp("quality") / "lake"
@@ -43,7 +44,7 @@ def real_lake(spark, tmp_path_factory) -> Path:  # noqa: F811 - the fixture abov
     with zipfile.ZipFile(SAMPLES / "1044_agregadas" / "PlataformasAgregadasSinMenores_202201_05-06.zip") as z:
         land(lake, "agregadas", {n: z.read(n) for n in z.namelist()})
     for dataset in DATASETS:
-        run_ingest(spark, IngestRequest(get_dataset(dataset), lake, RUN_ID))
+        run_ingest(IngestRequest(get_dataset(dataset), lake, RUN_ID), "spark", spark=spark)
     return lake
 
 

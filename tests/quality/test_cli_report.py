@@ -23,7 +23,7 @@ DIP = FIRST + timedelta(weeks=16)  # a Monday with 12 entries
 def _entries(days: dict[date, int]):
     import pyarrow as pa
 
-    from placsp_provider.spark.tables import table_schema
+    from placsp_provider.ingest.tables import table_schema
 
     schema = table_schema("entries")
     rows = []

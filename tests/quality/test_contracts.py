@@ -11,9 +11,9 @@ import pytest
 import yaml
 from jsonschema import Draft201909Validator
 
+from placsp_provider.ingest.tables import table_schema
 from placsp_provider.quality.contract import CONTRACT_TABLES, ContractError, contract_path, load_contract
 from placsp_provider.quality.engine import arrow_fields, schema_drift
-from placsp_provider.spark.tables import table_schema
 from tests.conftest import REPO
 
 pytestmark = pytest.mark.unit

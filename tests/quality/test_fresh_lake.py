@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
+from placsp_provider.ingest.summary import empty_summary, finish
 from placsp_provider.lake import table_path
 from placsp_provider.operators.quality import XCOM_KEY, DataContractCheckOperator, nothing_to_check
-from placsp_provider.spark.silver_job import empty_summary, finish
 
 pytestmark = pytest.mark.unit
 

@@ -1,7 +1,7 @@
 """Helpers for the dead-letter sensor tests: real Delta tables, written by delta-rs (no Spark).
 
 Rows carry the exact schema of the table the Silver ingest creates
-(`placsp_provider.spark.tables.table_schema("dead_letters")`), partitioned by `dataset` like it.
+(`placsp_provider.ingest.tables.table_schema("dead_letters")`), partitioned by `dataset` like it.
 """
 
 from __future__ import annotations
@@ -68,8 +68,8 @@ def write_dead_letters(lake: Path, rows: list[dict[str, Any]]) -> None:
     import pyarrow as pa
     from deltalake import write_deltalake
 
+    from placsp_provider.ingest.tables import table_schema
     from placsp_provider.lake import table_path
-    from placsp_provider.spark.tables import table_schema
 
     table = pa.Table.from_pylist(rows, schema=table_schema("dead_letters"))
     write_deltalake(str(table_path(lake, "dead_letters")), table, partition_by=["dataset"], mode="append")
@@ -77,8 +77,8 @@ def write_dead_letters(lake: Path, rows: list[dict[str, Any]]) -> None:
 
 def write_summary(lake: Path, dataset: str, run_id: str, entries: int, tombstones: int = 0) -> Path:
     """The part of a Silver run summary the sensor reads (`read`), where the ingest writes it."""
+    from placsp_provider.ingest.summary import empty_summary
     from placsp_provider.lake import run_summary_path as summary_path
-    from placsp_provider.spark.silver_job import empty_summary
 
     summary = empty_summary(dataset, run_id, 1, 0)
     summary["read"] = {"entries": entries, "tombstones": tombstones}

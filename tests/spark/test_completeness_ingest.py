@@ -16,8 +16,9 @@ from placsp_provider.datasets import get_dataset
 from placsp_provider.demo.loopback_site import LoopbackSite
 from placsp_provider.feed.client import ClientConfig, FeedClient
 from placsp_provider.feed.timestamps import isoformat, parse_rfc3339
+from placsp_provider.ingest.request import IngestRequest
+from placsp_provider.ingest.run import ingest as run_ingest
 from placsp_provider.lake import table_path
-from placsp_provider.spark.silver_job import IngestRequest, run_ingest
 from tests.hidden_page_site import AGR, archive_records, daily_runs, serve_hidden_page_site
 
 pytestmark = [pytest.mark.spark, pytest.mark.http]
@@ -54,7 +55,7 @@ def test_completeness_makes_silver_whole(spark, lake) -> None:
         members = serve_hidden_page_site(site)
         expected = _normalised(archive_records(members))
         daily_runs(site, lake)
-        run_ingest(spark, IngestRequest(ds, lake, "daily"))
+        run_ingest(IngestRequest(ds, lake, "daily"), "spark", spark=spark)
         before = _silver(spark, lake)
         assert before["entry"] < expected["entry"] and len(expected["entry"] - before["entry"]) == 2
 
@@ -63,7 +64,7 @@ def test_completeness_makes_silver_whole(spark, lake) -> None:
         with FeedClient(config, "agregadas") as client:
             report = check_month(client, request)
         assert report.recovered == 3
-        run_ingest(spark, IngestRequest(ds, lake, "after-check"))
+        run_ingest(IngestRequest(ds, lake, "after-check"), "spark", spark=spark)
         after = _silver(spark, lake)
         assert after == expected  # every entry and tombstone of the month, nothing more
         dead = spark.read.format("delta").load(str(table_path(lake, "dead_letters"))).count()
@@ -74,6 +75,6 @@ def test_completeness_makes_silver_whole(spark, lake) -> None:
         with FeedClient(config, "agregadas") as client:
             again = check_month(client, second)
         assert again.confirmed
-        run_ingest(spark, IngestRequest(ds, lake, "again"))
+        run_ingest(IngestRequest(ds, lake, "again"), "spark", spark=spark)
         assert _versions(spark, lake) == versions  # nothing left to ingest: no table changed
         assert _silver(spark, lake) == expected

@@ -16,9 +16,10 @@ from pathlib import Path
 import pytest
 
 from placsp_provider.datasets import get_dataset
-from placsp_provider.delta_rs import silver_job as delta_rs_job
+from placsp_provider.ingest import engines
+from placsp_provider.ingest.request import IngestRequest
+from placsp_provider.ingest.run import ingest as run_ingest
 from placsp_provider.lake import LAKE_TABLES, table_path
-from placsp_provider.spark.silver_job import IngestRequest, run_ingest
 from tests.conservation import assert_conserved
 from tests.pages import day, page
 from tests.spark.bronze import land
@@ -59,9 +60,9 @@ def test_delta_rs_leaves_every_table_as_spark_does(spark, tmp_path: Path) -> Non
     first = {"p1.atom": page([(1, day(3)), (2, day(3))], tombstones=[(3, day(4))])}
     land(spark_lake, "agregadas", first, "2022-01-03")
     shutil.copytree(spark_lake, mixed_lake)
-    run_ingest(spark, IngestRequest(ds, spark_lake, "r1"))  # the lake's tables come from Spark
+    run_ingest(IngestRequest(ds, spark_lake, "r1"), "spark", spark=spark)  # the lake's tables come from Spark
     shutil.copytree(spark_lake, rs_lake)
-    run_ingest(spark, IngestRequest(ds, mixed_lake, "r1"), writer="delta-rs")
+    run_ingest(IngestRequest(ds, mixed_lake, "r1"), "spark+delta-rs", spark=spark)
     assert _contents(spark, mixed_lake) == _contents(spark, spark_lake), "after the fresh lake's first batch"
     # Landed once, copied: the Bronze files, manifests and their names are the same in every lake.
     for step, (interval, pages) in enumerate(_batches(), start=2):
@@ -70,9 +71,9 @@ def test_delta_rs_leaves_every_table_as_spark_does(spark, tmp_path: Path) -> Non
             shutil.rmtree(other / "bronze")
             shutil.copytree(spark_lake / "bronze", other / "bronze")
         run_id = f"r{step}"
-        by_spark = run_ingest(spark, IngestRequest(ds, spark_lake, run_id))
-        by_rs = delta_rs_job.run_ingest(IngestRequest(ds, rs_lake, run_id))
-        by_mixed = run_ingest(spark, IngestRequest(ds, mixed_lake, run_id), writer="delta-rs")
+        by_spark = run_ingest(IngestRequest(ds, spark_lake, run_id), "spark", spark=spark)
+        by_rs = run_ingest(IngestRequest(ds, rs_lake, run_id), "delta-rs")
+        by_mixed = run_ingest(IngestRequest(ds, mixed_lake, run_id), "spark+delta-rs", spark=spark)
         expected = _contents(spark, spark_lake)
         assert _contents(spark, rs_lake) == expected, f"after batch {step} ({interval})"
         assert _contents(spark, mixed_lake) == expected, f"after batch {step} ({interval}), Spark parsing"
@@ -92,7 +93,7 @@ def test_delta_rs_leaves_every_table_as_spark_does(spark, tmp_path: Path) -> Non
     assert assert_conserved(spark, rs_lake, "agregadas", "r6", listed(p6)).silver_rows_of_run == 3  # entry 5 twice
 
     before = _contents(spark, rs_lake)
-    again = delta_rs_job.run_ingest(IngestRequest(ds, rs_lake, "r-again", reprocess=True))
+    again = run_ingest(IngestRequest(ds, rs_lake, "r-again", reprocess=True), "delta-rs")
     changed = {t: m for t, m in again["merge"].items() if any(m.get(k) for k in ("inserted", "updated", "deleted"))}
     assert changed == {} and again["files"]["ingested"] == 1 + sum(len(p) for _, p in _batches())
     assert _contents(spark, rs_lake) == before
@@ -133,7 +134,7 @@ def _replay_selects_as_spark_sql_would(spark, lake: Path) -> None:
 
     from pyspark.sql import functions as F
 
-    from placsp_provider.delta_rs.replay_selection import select_dead_letters
+    from placsp_provider.dead_letters.selection import select_dead_letters
 
     letters = spark.read.format("delta").load(str(table_path(lake, "dead_letters")))
     ids = sorted(r.dead_letter_id for r in letters.collect())
@@ -165,30 +166,29 @@ def test_the_engine_is_delta_rs_only_for_a_small_batch_into_existing_tables(spar
     land(lake, "agregadas", {"a.atom": page([(1, day(3))])}, "2022-01-03")
     request = IngestRequest(ds, lake, "r1")
     # No tables yet: Spark parses and creates them; delta-rs writes a batch this small.
-    assert delta_rs_job.choose_engine(request) == "spark+delta-rs"
-    assert delta_rs_job.spark_writer(request) == "delta-rs"
-    monkeypatch.setenv(delta_rs_job.WRITE_MAX_MB_ENV, "0.001")  # the page is larger than 1 KB
-    assert delta_rs_job.choose_engine(request) == "spark"
-    assert delta_rs_job.spark_writer(request) == "spark"
+    assert engines.choose_engine(request) == "spark+delta-rs"
+    assert engines.ENGINE_PARTS[engines.choose_engine(request)][1] == "delta-rs"
+    monkeypatch.setenv(engines.WRITE_MAX_MB_ENV, "0.001")  # the page is larger than 1 KB
+    assert engines.choose_engine(request) == "spark"
+    assert engines.ENGINE_PARTS[engines.choose_engine(request)][1] == "spark"
     with pytest.raises(Exception, match="first ingest runs on Spark"):
-        delta_rs_job.run_ingest(request)
-    run_ingest(spark, request)
+        run_ingest(request, "delta-rs")
+    run_ingest(request, "spark", spark=spark)
     land(lake, "agregadas", {"b.atom": page([(2, day(4))])}, "2022-01-04")
-    assert delta_rs_job.choose_engine(request) == "delta-rs"
-    monkeypatch.setenv(delta_rs_job.MAX_MB_ENV, "0.001")
-    assert delta_rs_job.choose_engine(request) == "spark"
-    monkeypatch.delenv(delta_rs_job.WRITE_MAX_MB_ENV)
-    assert delta_rs_job.choose_engine(request) == "spark+delta-rs"
-    assert delta_rs_job.choose_engine(request, "delta-rs") == "delta-rs"
-    assert delta_rs_job.spark_writer(request, "delta-rs") == "delta-rs"  # already on Spark: it parses
-    monkeypatch.setenv(delta_rs_job.ENGINE_ENV, "spark")
-    monkeypatch.delenv(delta_rs_job.MAX_MB_ENV)
-    assert delta_rs_job.choose_engine(request) == "spark"
+    assert engines.choose_engine(request) == "delta-rs"
+    monkeypatch.setenv(engines.MAX_MB_ENV, "0.001")
+    assert engines.choose_engine(request) == "spark"
+    monkeypatch.delenv(engines.WRITE_MAX_MB_ENV)
+    assert engines.choose_engine(request) == "spark+delta-rs"
+    assert engines.choose_engine(request, "delta-rs") == "delta-rs"
+    monkeypatch.setenv(engines.ENGINE_ENV, "spark")
+    monkeypatch.delenv(engines.MAX_MB_ENV)
+    assert engines.choose_engine(request) == "spark"
     with pytest.raises(ValueError, match="unknown ingest engine 'duckdb'"):
-        delta_rs_job.choose_engine(request, "duckdb")
-    monkeypatch.setenv(delta_rs_job.MAX_MB_ENV, "lots")
+        engines.choose_engine(request, "duckdb")
+    monkeypatch.setenv(engines.MAX_MB_ENV, "lots")
     with pytest.raises(ValueError, match="PLACSP_DELTA_RS_MAX_MB must be a number of MB, not 'lots'"):
-        delta_rs_job.choose_engine(request, "auto")
+        engines.choose_engine(request, "auto")
 
 
 def test_the_silver_operator_ingests_a_daily_batch_in_the_task_without_spark_submit(
@@ -196,20 +196,20 @@ def test_the_silver_operator_ingests_a_daily_batch_in_the_task_without_spark_sub
 ) -> None:
     """The operator's engine choice, run for real on a lake Spark created; spark-submit is replaced by
     a failure (the one stand-in here) to prove the task never starts a JVM for this batch."""
-    from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+    from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 
     from placsp_provider.operators.silver import PlacspSilverOperator
 
     lake = tmp_path / "lake"
     land(lake, "agregadas", {"p1.atom": page([(1, day(3))])}, "2022-01-03")
-    run_ingest(spark, IngestRequest(get_dataset("agregadas"), lake, "r1"))
+    run_ingest(IngestRequest(get_dataset("agregadas"), lake, "r1"), "spark", spark=spark)
     p2 = {"p2.atom": page([(1, day(4)), (2, day(4))], tombstones=[(3, day(4))])}
     manifest = land(lake, "agregadas", p2, "2022-01-04")
 
     def no_spark(*args, **kwargs):
         raise AssertionError("spark-submit started for a daily batch")
 
-    monkeypatch.setattr(SparkSubmitOperator, "execute", no_spark)
+    monkeypatch.setattr(SparkSubmitHook, "submit", no_spark)
     op = PlacspSilverOperator(task_id="silver", dataset="agregadas", lake=str(lake), manifest=str(manifest))
     summary = op.execute({"run_id": "scheduled__2022-01-04"})  # type: ignore[arg-type]
     assert summary["files"]["ingested"] == 1

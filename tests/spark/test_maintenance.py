@@ -14,9 +14,10 @@ import pytest
 
 from placsp_provider.datasets import get_dataset
 from placsp_provider.errors import PlacspError
+from placsp_provider.ingest.request import IngestRequest
+from placsp_provider.ingest.run import ingest as run_ingest
 from placsp_provider.lake import LAKE_TABLES, table_path
 from placsp_provider.spark.maintenance import _LISTING_TASKS_CONF, data_files, maintain_tables
-from placsp_provider.spark.silver_job import IngestRequest, run_ingest
 from tests.pages import day, page
 from tests.spark.bronze import land
 
@@ -49,10 +50,10 @@ def _stray(table_dir: Path, name: str, age_days: float) -> Path:
 def test_maintenance_compacts_and_deletes_only_what_no_version_uses(spark, tmp_path: Path) -> None:
     lake = tmp_path / "lake"
     land(lake, "agregadas", {"p1.atom": page([(1, day(3)), (2, day(3))], tombstones=[(3, day(4))])}, "2022-01-03")
-    run_ingest(spark, IngestRequest(get_dataset("agregadas"), lake, "r1"))
+    run_ingest(IngestRequest(get_dataset("agregadas"), lake, "r1"), "spark", spark=spark)
     # A newer version of entry 1: the MERGEs rewrite the child tables' files and add new ones.
     land(lake, "agregadas", {"p2.atom": page([(1, day(5)), (4, day(5))], tombstones=[(5, day(5))])}, "2022-01-05")
-    run_ingest(spark, IngestRequest(get_dataset("agregadas"), lake, "r2"))
+    run_ingest(IngestRequest(get_dataset("agregadas"), lake, "r2"), "spark", spark=spark)
     results = table_path(lake, "results")  # the test pages have results, not lots or documents
     old = _stray(results, "part-00000-killed-merge-old.c000.snappy.parquet", age_days=8)
     fresh = _stray(results, "part-00000-killed-merge-new.c000.snappy.parquet", age_days=0)
@@ -85,7 +86,7 @@ def test_a_writer_committing_meanwhile_is_a_one_line_error_naming_table_and_step
 
     lake = tmp_path / "lake"
     land(lake, "agregadas", {"p1.atom": page([(1, day(3))])}, "2022-01-03")
-    run_ingest(spark, IngestRequest(get_dataset("agregadas"), lake, "r1"))
+    run_ingest(IngestRequest(get_dataset("agregadas"), lake, "r1"), "spark", spark=spark)
     optimize = DeltaTable.optimize
 
     def refused_on_results(self):
@@ -105,7 +106,7 @@ def test_maintain_command_does_the_tables_asked_and_says_what_it_did(spark, tmp_
     """`placsp maintain` as a user runs it: its own Spark local, one summary line per table."""
     lake = tmp_path / "lake"
     land(lake, "agregadas", {"p1.atom": page([(1, day(3))])}, "2022-01-03")
-    run_ingest(spark, IngestRequest(get_dataset("agregadas"), lake, "r1"))
+    run_ingest(IngestRequest(get_dataset("agregadas"), lake, "r1"), "spark", spark=spark)
     out = subprocess.run(
         [sys.executable, "-m", "placsp_provider.cli", "maintain", "--lake", str(lake), "--table", "results"],
         capture_output=True,

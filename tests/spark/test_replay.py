@@ -27,12 +27,13 @@ from pathlib import Path
 import pytest
 
 from placsp_provider.datasets import get_dataset
+from placsp_provider.ingest.request import IngestRequest
+from placsp_provider.ingest.run import ingest as run_ingest
+from placsp_provider.ingest.tally import dead_letter_id
 from placsp_provider.lake import table_path
 from placsp_provider.parser import page_split
 from placsp_provider.parser.silver_schema import BUSINESS_KEYS
 from placsp_provider.spark.replay_job import ReplayRequest, run_replay
-from placsp_provider.spark.routing import dead_letter_id
-from placsp_provider.spark.silver_job import IngestRequest, run_ingest
 from placsp_provider.spark.silver_merge import insert_only
 from placsp_provider.spark.tables import spark_table_schema
 from tests.conservation import assert_conserved, documented, read_with_lxml
@@ -182,7 +183,7 @@ def ingested(spark, tmp_path_factory) -> Lake:
     pages = _pages()
     manifest = land(lake, DS, pages)
     _miscount_manifest(manifest, 3)
-    run_ingest(spark, IngestRequest(get_dataset(DS), lake, "ingest-1"))
+    run_ingest(IngestRequest(get_dataset(DS), lake, "ingest-1"), "spark", spark=spark)
     ids_ = lambda *n: [f"{ID_PREFIX}{i}" for i in n]  # noqa: E731
     records = [r for name, body in pages.items() if name != "unclosed.atom" for r in read_with_lxml(name, body)]
     accounted = assert_conserved(spark, lake, DS, "ingest-1", records + documented("unclosed.atom", ids_(11, 12, 13)))
@@ -387,7 +388,7 @@ def test_a_replay_racing_an_ingest_loses_nothing(spark, story, tmp_path, caplog)
 
     def ingest() -> None:
         try:
-            results["ingest"] = run_ingest(spark, IngestRequest(get_dataset(DS), path, "ingest-late"))
+            results["ingest"] = run_ingest(IngestRequest(get_dataset(DS), path, "ingest-late"), "spark", spark=spark)
         except BaseException as err:  # surfaced below
             errors.append(err)
 

@@ -20,9 +20,10 @@ import pytest
 
 from placsp_provider.datasets import get_dataset
 from placsp_provider.dead_letters.fix import fix_record
+from placsp_provider.ingest.request import IngestRequest
+from placsp_provider.ingest.run import ingest as run_ingest
 from placsp_provider.lake import table_path
 from placsp_provider.spark.replay_job import ReplayRequest, run_replay
-from placsp_provider.spark.silver_job import IngestRequest, run_ingest
 from tests.pages import ID_PREFIX, day, entry, page
 from tests.spark.bronze import land
 
@@ -117,7 +118,7 @@ def _invented_text(lake: Path, pages: dict[str, bytes]) -> list[tuple[str, str, 
 def ingested(spark, tmp_path_factory) -> Path:
     lake = tmp_path_factory.mktemp("exact") / "lake"
     land(lake, DS, _pages())
-    run_ingest(spark, IngestRequest(get_dataset(DS), lake, "ingest-1"))
+    run_ingest(IngestRequest(get_dataset(DS), lake, "ingest-1"), "spark", spark=spark)
     return lake
 
 
@@ -177,7 +178,7 @@ def _as_an_earlier_release_wrote_it(lake: Path) -> None:
     import pyarrow as pa
     from deltalake import write_deltalake
 
-    from placsp_provider.spark.tables import table_schema
+    from placsp_provider.ingest.tables import table_schema
 
     rows = [{k: v for k, v in r.items() if k != "raw_bytes"} for r in _rows(lake, "dead_letters")]
     schema = table_schema("dead_letters")

@@ -11,12 +11,13 @@ import pyarrow as pa
 import pytest
 
 from placsp_provider.datasets import get_dataset
+from placsp_provider.dead_letters.record_bytes import parse_dead_letter
 from placsp_provider.errors import BronzePageError
-from placsp_provider.parser.page_parser import parse_dead_letter, parse_page
+from placsp_provider.ingest.tally import dead_letter_id
+from placsp_provider.parser.page_parser import parse_page
 from placsp_provider.spark.routing import (
     REPLAY_INPUT_COLUMNS,
     REPLAY_OUTCOME,
-    dead_letter_id,
     make_replay_stager,
     replay_dead_letters,
 )

@@ -9,8 +9,8 @@ import pyarrow as pa
 import pytest
 
 from placsp_provider.datasets import get_dataset
+from placsp_provider.ingest.staging import RECORDS_PER_BATCH, TABLES, TALLY, stage_page, staged_file
 from placsp_provider.parser.page_parser import parse_page
-from placsp_provider.spark.routing import RECORDS_PER_BATCH, TABLES, TALLY, stage_page, staged_file
 from tests.pages import day, page
 from tests.staging import read_staged
 
@@ -160,6 +160,6 @@ def test_rows_that_cannot_be_staged_are_a_clear_error_naming_the_page(tmp_path: 
     assert message.startswith(
         f"dataset agregadas: p.atom: stage staging: cannot stage the page's parsed rows in {tmp_path}/entries ("
     ), message
-    assert "every Spark executor must be able to write under the lake's _staging folder" in message
+    assert "every Spark executor) must be able to write under the lake's _staging folder" in message
     # The run fails, and its folder goes with it; until then no file is half-written.
     assert not [p for p in tmp_path.rglob(".*")], list(tmp_path.rglob("*"))

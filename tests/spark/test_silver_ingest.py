@@ -14,8 +14,9 @@ from pathlib import Path
 import pytest
 
 from placsp_provider.datasets import get_dataset
+from placsp_provider.ingest.request import IngestRequest
+from placsp_provider.ingest.run import ingest as run_ingest
 from placsp_provider.lake import staging_dir, table_path
-from placsp_provider.spark.silver_job import IngestRequest, run_ingest
 from tests.conftest import SAMPLES
 from tests.conservation import Accounted, Record, assert_conserved, documented, read_with_lxml
 from tests.pages import ID_PREFIX, day, page
@@ -25,7 +26,7 @@ pytestmark = pytest.mark.spark
 
 
 def ingest(spark, lake: Path, dataset: str, run_id: str, **kw) -> dict:
-    return run_ingest(spark, IngestRequest(get_dataset(dataset), lake, run_id, **kw))
+    return run_ingest(IngestRequest(get_dataset(dataset), lake, run_id, **kw), "spark", spark=spark)
 
 
 def table(spark, lake: Path, name: str):

@@ -22,9 +22,10 @@ from typing import Any
 
 from placsp_provider.datasets import get_dataset
 from placsp_provider.dead_letters.lifecycle import FIXED, REPLAYED
-from placsp_provider.dead_letters.record_bytes import escapes_left, legacy_bytes, split_declaration
+from placsp_provider.dead_letters.record_bytes import escapes_left, legacy_bytes
 from placsp_provider.errors import ConfigError, PlacspError
 from placsp_provider.lake import DEAD_LETTER_TABLE, table_path
+from placsp_provider.parser.page_split import split_declaration
 from placsp_provider.untrusted import printable
 
 _ID = re.compile(r"[0-9a-f]{64}")
@@ -135,7 +136,7 @@ def check_fix(letter: DeadLetterRecord, text: str) -> None:
     letter's kind: the replay's own parser and validation on what the replay will read once it is
     `fixed` (`record_to_replay`: the text, or the exact bytes when the text is unchanged), and no
     `\\xNN` left standing for a byte that did not decode."""
-    from placsp_provider.parser.page_parser import parse_dead_letter
+    from placsp_provider.dead_letters.record_bytes import parse_dead_letter
 
     r = letter.row
     if r["status"] == REPLAYED:

@@ -22,9 +22,14 @@ from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from placsp_provider.dead_letters.lifecycle import FIXED
+from placsp_provider.parser.page_parser import TRUNCATED, PageParseResult, parse_record
+from placsp_provider.parser.page_split import split_declaration
+
+if TYPE_CHECKING:
+    from placsp_provider.datasets import Dataset
 
 # What `bytes.decode("utf-8", "backslashreplace")` writes for a byte that does not decode.
 ESCAPED_BYTE = re.compile(r"\\x[0-9a-f]{2}")
@@ -34,15 +39,6 @@ ESCAPED_BYTE = re.compile(r"\\x[0-9a-f]{2}")
 class RecordToReplay:
     data: bytes | str  # bytes: exact; str: a person's text, parsed as UTF-8
     exact: bool  # the bytes the ingest rejected (so facts of their page, such as a cut, still hold)
-
-
-def split_declaration(raw: bytes) -> tuple[bytes, bytes]:
-    """(the leading `<?xml ...?>`, the record) of `raw_bytes`; no declaration: (b"", raw)."""
-    if raw.startswith(b"<?xml"):
-        end = raw.find(b">")
-        if end > 0 and raw[end - 1 : end] == b"?":
-            return raw[: end + 1], raw[end + 1 :]
-    return b"", raw
 
 
 def readable(raw_bytes: bytes) -> str:
@@ -163,3 +159,24 @@ def escapes_left(raw_bytes: bytes | None, raw_record: str, corrected: str) -> li
         held = Counter(ESCAPED_BYTE.findall(text))  # surrogates never match: these are real text
         suspects = Counter({escape: held[escape] for escape in undecoded})
     return sorted(escape for escape, literal in suspects.items() if corrected.count(escape) > literal)
+
+
+def parse_dead_letter(
+    dead_letter: Mapping[str, Any], *, dataset: Dataset, raw_record: bytes | str | None = None
+) -> PageParseResult:
+    """Re-parse a dead letter as the replay does (`record_to_replay`: its exact bytes, or a person's
+    correction), or with the corrected `raw_record` given here; the ingest's own record path."""
+    if raw_record is None:
+        chosen = record_to_replay(dead_letter)
+        raw, exact = chosen.data, chosen.exact
+    else:
+        raw, exact = raw_record, False
+    return parse_record(
+        raw,
+        kind=dead_letter["record_kind"],
+        dataset=dataset,
+        source_file=dead_letter["source_file"],
+        namespace_context=dead_letter["namespace_context"],
+        record_offset=dead_letter["record_offset"],
+        page_ended_inside=exact and dead_letter["error_type"] == TRUNCATED,
+    )

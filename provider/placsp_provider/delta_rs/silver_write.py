@@ -1,16 +1,10 @@
-"""A routed batch written by delta-rs, under the rules of `spark.silver_merge` and in its order.
-
-The rules (each step idempotent, so a run that dies between commits is completed by its rerun):
-- entries: the batch's newest version of each entry replaces Silver's only when strictly newer;
-- lots, documents, results: where Silver held an older version of a batch entry, its child rows go;
-  the winning versions' rows are inserted once (insert-only on the business keys);
-- tombstones: logged insert-only, then the newest tombstone of every entry the batch touched is
-  applied to `entries` when `deleted_at >= updated`;
-- dead letters: insert-only on their id; the reconciliation last, once everything else committed.
+"""A staged batch written by delta-rs under `ingest.rules`, in the order Spark's writer follows
+(`spark.silver_merge`); each step idempotent, so a run that dies between commits is completed by
+its rerun.
 
 Tables are read through the same `DeltaTable` object that MERGEs them, so a writer that committed
 in between fails the MERGE (delta-rs's conflict check) and the whole write is done again
-(`spark.silver_merge.retry_on_conflict`), deciding afresh from the new snapshot.
+(`ingest.retry.retry_on_conflict`), deciding afresh from the new snapshot.
 
 A batch here fits the driver's memory (`silver_job.choose_engine`: up to
 `PLACSP_DELTA_RS_WRITE_MAX_MB` of pages): its rows are plain Arrow tables and the decisions
@@ -19,8 +13,6 @@ A batch here fits the driver's memory (`silver_job.choose_engine`: up to
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -29,9 +21,10 @@ from typing import Any
 
 import pyarrow as pa
 
+from placsp_provider.ingest import rules
+from placsp_provider.ingest.rules import BUSINESS_KEYS
+from placsp_provider.ingest.tables import UTC_TS, table_schema
 from placsp_provider.lake import CHILD_TABLES, table_path
-from placsp_provider.parser.silver_schema import BUSINESS_KEYS
-from placsp_provider.spark.tables import UTC_TS, table_schema
 from placsp_provider.table_files import local_files, text_in
 
 # What a MERGE changed, from the metrics delta-rs returns, under the names the run summary uses.
@@ -52,13 +45,6 @@ class RoutedBatch:
     repeated_versions: int  # valid records repeating an earlier (entry_id, updated) of their file
 
 
-def is_commit_conflict(err: BaseException) -> bool:
-    """delta-rs refused a commit because another writer committed first."""
-    from deltalake.exceptions import CommitFailedError
-
-    return isinstance(err, CommitFailedError)
-
-
 def nothing_changed() -> dict[str, int]:
     return dict.fromkeys(_MERGE_COUNTS, 0)
 
@@ -73,11 +59,11 @@ def write_batch(lake: Path, dataset: str, batch: RoutedBatch, run_id: str, start
     silver = _merge_silver(lake, dataset, batch.rows, batch.repeated_versions, _stamp(run_id, started))
     merge = _open(lake, "reconciliation").merge(
         _conform(batch.reconciliation, "reconciliation"),
-        _on(("source_file",), dataset),
+        rules.on(("source_file",), dataset),
         source_alias="s",
         target_alias="t",
     )
-    _execute(merge.when_matched_update_all(predicate="t.status <> s.status").when_not_matched_insert_all())
+    _execute(merge.when_matched_update_all(predicate=rules.RECONCILIATION_CHANGES).when_not_matched_insert_all())
     return {**silver, "dead_letters": metrics["dead_letters"]}
 
 
@@ -103,25 +89,24 @@ def _merge_silver(
     best = _winners(rows["entries"])
     held = _current(entries, dataset, ["entry_id", "updated", "_source_file"], _ids(best))
     held_version = {e: (u, f) for e, u, f in zip(*(held.column(c).to_pylist() for c in held.column_names), strict=True)}
-    # Which batch versions are at least as new as what Silver holds: their children are the truth.
-    # Equal `updated` counts only when it is the same file again (a rerun, or recovery from a run
-    # that died between commits): a different version with the same `updated` loses everywhere.
-    eligible: list[tuple[str, datetime, str]] = []
+    # Which batch versions are at least as great as what Silver holds (rules.is_eligible): their
+    # children are the truth; a lesser one loses everywhere, so Silver never mixes two versions.
+    eligible: list[tuple[str, datetime, str, str]] = []
     newer = 0
-    for entry_id, updated, source in zip(
-        *(best.column(c).to_pylist() for c in ("entry_id", "updated", "_source_file")), strict=True
+    for entry_id, updated, source, digest in zip(
+        *(best.column(c).to_pylist() for c in rules.WINNER_COLUMNS), strict=True
     ):
-        held_updated, held_file = held_version.get(entry_id, (None, None))
-        if held_updated is None or held_updated < updated:
-            newer += 1
-        elif not (held_updated == updated and held_file == source):
+        held = held_version.get(entry_id)
+        if not rules.is_eligible(held, (updated, source)):
             continue
-        eligible.append((entry_id, updated, source))
-    was_held = any(e in held_version for e, _, _ in eligible)
+        newer += rules.is_newer(held, (updated, source))
+        eligible.append((entry_id, updated, source, digest))
+    was_held = any(e[0] in held_version for e in eligible)
     eligible_rows = pa.table(
         {
-            "entry_id": pa.array([e for e, _, _ in eligible], pa.string()),
-            "updated": pa.array([u for _, u, _ in eligible], UTC_TS),
+            "entry_id": pa.array([e[0] for e in eligible], pa.string()),
+            "updated": pa.array([e[1] for e in eligible], UTC_TS),
+            "_source_file": pa.array([e[2] for e in eligible], pa.string()),
         }
     )
 
@@ -130,10 +115,10 @@ def _merge_silver(
     if newer:
         source = _with(_stamped(best, stamp), deleted_at=pa.nulls(best.num_rows, UTC_TS), deletion_type=None)
         merge = entries.merge(
-            _conform(source, "entries"), _on(BUSINESS_KEYS["entries"], dataset), source_alias="s", target_alias="t"
+            _conform(source, "entries"), rules.on(BUSINESS_KEYS["entries"], dataset), source_alias="s", target_alias="t"
         )
         metrics["entries"] = _execute(
-            merge.when_matched_update_all(predicate="s.updated > t.updated").when_not_matched_insert_all()
+            merge.when_matched_update_all(predicate=rules.ENTRY_REPLACES).when_not_matched_insert_all()
         )
     deleted = dict.fromkeys(CHILD_TABLES, 0)
     # Held ones are always cleaned, also when the entries MERGE changed nothing: a run that died
@@ -143,44 +128,34 @@ def _merge_silver(
         deleted = {t: _delete_older_children(lake, t, dataset, eligible_rows) for t in CHILD_TABLES}
     log = _insert_tombstones(lake, dataset, rows["tombstones"], stamp)
 
-    winners = {(e, u, f) for e, u, f in eligible}
+    winners = set(eligible)
     for table in CHILD_TABLES:
         inserted = _insert_children(lake, table, dataset, rows[table], winners, stamp, repeated_versions)
         metrics[table] = {**inserted, "deleted": deleted[table]}
-    touched = _ids(rows["tombstones"]) | {e for e, _, _ in eligible}
+    touched = _ids(rows["tombstones"]) | {e[0] for e in eligible}
     metrics["tombstones"] = {**log, "applied_to_entries": _apply_tombstones(lake, dataset, touched)}
     return metrics
 
 
 def _winners(entries: pa.Table) -> pa.Table:
-    """Newest version per entry within the batch; ties broken by file name (dated pages sort by
-    their timestamp), then by content, so every rerun picks the same row."""
-    best: dict[str, tuple[Any, ...]] = {}
-    columns = (entries.column(c).to_pylist() for c in ("entry_id", "updated", "_source_file"))
-    for index, (entry_id, updated, source) in enumerate(zip(*columns, strict=True)):
-        key = (updated, source)
-        held = best.get(entry_id)
-        if (
-            held is None
-            or key > held[0]
-            or (key == held[0] and _content_key(entries, index) > _content_key(entries, held[1]))
-        ):
-            best[entry_id] = (key, index)
-    if len(best) == entries.num_rows:  # every entry once (most batches): no copy of the whole table
-        return entries
-    return entries.take(pa.array(sorted(index for _, index in best.values()), pa.int64()))
+    """Each entry's greatest version in the batch (`rules.VERSION_ORDER`)."""
+    return _greatest(entries, ("entry_id",), rules.VERSION_ORDER)
 
 
-def _content_key(table: pa.Table, index: int) -> str:
-    row = table.slice(index, 1).to_pylist()[0]
-    return hashlib.sha256(json.dumps(row, sort_keys=True, default=str).encode()).hexdigest()
+def _greatest(rows: pa.Table, key: tuple[str, ...], order: tuple[str, ...]) -> pa.Table:
+    """The row with the greatest `order` for each `key` (`rules.greatest_per_key`), in batch order."""
+    columns = {c: rows.column(c).to_pylist() for c in dict.fromkeys((*key, *order))}
+    keep = rules.greatest_per_key(
+        [dict(zip(columns, v, strict=True)) for v in zip(*columns.values(), strict=True)], key, order
+    )
+    if len(keep) == rows.num_rows:  # every key once (most batches): no copy of the whole table
+        return rows
+    return rows.take(pa.array(keep, pa.int64()))
 
 
 def _delete_older_children(lake: Path, table: str, dataset: str, eligible: pa.Table) -> int:
-    merge = _open(lake, table).merge(
-        eligible, f"t.dataset = '{dataset}' AND t.entry_id = s.entry_id", source_alias="s", target_alias="t"
-    )
-    return _execute(merge.when_matched_delete(predicate="t.entry_updated < s.updated"))["deleted"]
+    merge = _open(lake, table).merge(eligible, rules.on(("entry_id",), dataset), source_alias="s", target_alias="t")
+    return _execute(merge.when_matched_delete(predicate=rules.CHILD_IS_OLDER))["deleted"]
 
 
 def _insert_children(
@@ -188,13 +163,13 @@ def _insert_children(
     table: str,
     dataset: str,
     rows: pa.Table,
-    winners: set[tuple[str, datetime, str]],
+    winners: set[tuple[str, datetime, str, str]],
     stamp: dict[str, Any],
     repeated_versions: int,
 ) -> dict[str, int]:
     if not rows.num_rows or not winners:
         return nothing_changed()
-    versions = zip(*(rows.column(c).to_pylist() for c in ("entry_id", "entry_updated", "_source_file")), strict=True)
+    versions = zip(*(rows.column(c).to_pylist() for c in rules.CHILD_VERSION_COLUMNS), strict=True)
     fresh = rows.filter(pa.array([v in winners for v in versions], pa.bool_()))
     if repeated_versions:  # one version twice in a page: its child keys repeat (see merge_silver)
         fresh = _first_per_key(fresh, BUSINESS_KEYS[table])
@@ -207,7 +182,11 @@ def _insert_tombstones(lake: Path, dataset: str, tombstones: pa.Table, stamp: di
     if not tombstones.num_rows:
         return nothing_changed()
     keys = BUSINESS_KEYS["tombstones"]
-    return _insert_only(lake, "tombstones", dataset, _stamped(_first_per_key(tombstones, keys), stamp), keys)
+    fresh = _stamped(_greatest(tombstones, keys, rules.TOMBSTONE_ORDER), stamp)
+    merge = _open(lake, "tombstones").merge(
+        _conform(fresh, "tombstones"), rules.on(keys, dataset), source_alias="s", target_alias="t"
+    )
+    return _execute(merge.when_matched_update_all(predicate=rules.TOMBSTONE_REPLACES).when_not_matched_insert_all())
 
 
 def _apply_tombstones(lake: Path, dataset: str, touched: set[str]) -> int:
@@ -216,20 +195,21 @@ def _apply_tombstones(lake: Path, dataset: str, touched: set[str]) -> int:
     if not touched:
         return 0
     logged = _current(_open(lake, "tombstones"), dataset, ["entry_id", "deleted_at", "deletion_type"], touched)
-    latest: dict[str, tuple[datetime, str | None]] = {}
+    latest: dict[str, tuple[datetime, str | None]] = {}  # one logged tombstone per (entry, deleted_at)
     for entry_id, deleted_at, kind in zip(*(logged.column(c).to_pylist() for c in logged.column_names), strict=True):
-        if entry_id not in latest or (deleted_at, kind or "") > (latest[entry_id][0], latest[entry_id][1] or ""):
+        if entry_id not in latest or deleted_at > latest[entry_id][0]:
             latest[entry_id] = (deleted_at, kind)
     if not latest:
         return 0
     entries = _open(lake, "entries")
-    current = _current(entries, dataset, ["entry_id", "updated", "deleted_at"], set(latest))
-    due = [
+    current = _current(entries, dataset, ["entry_id", "updated", "deleted_at", "deletion_type"], set(latest))
+    due = [  # rules.TOMBSTONE_APPLIES, asked in Python first
         (entry_id, latest[entry_id][0], latest[entry_id][1])
-        for entry_id, updated, deleted_at in zip(
+        for entry_id, updated, deleted_at, kind in zip(
             *(current.column(c).to_pylist() for c in current.column_names), strict=True
         )
-        if latest[entry_id][0] >= updated and deleted_at != latest[entry_id][0]
+        if latest[entry_id][0] >= updated
+        and (deleted_at, kind or "") != (latest[entry_id][0], latest[entry_id][1] or "")
     ]
     if not due:  # most batches: no MERGE (asked first, as on Spark)
         return 0
@@ -240,15 +220,14 @@ def _apply_tombstones(lake: Path, dataset: str, touched: set[str]) -> int:
             "deletion_type": pa.array([d[2] for d in due], pa.string()),
         }
     )
-    applies = "s.deleted_at >= t.updated AND (t.deleted_at IS NULL OR t.deleted_at <> s.deleted_at)"
-    merge = entries.merge(source, _on(("entry_id",), dataset), source_alias="s", target_alias="t")
+    merge = entries.merge(source, rules.on(("entry_id",), dataset), source_alias="s", target_alias="t")
     updates = {"deleted_at": "s.deleted_at", "deletion_type": "s.deletion_type"}
-    return _execute(merge.when_matched_update(updates=updates, predicate=applies))["updated"]
+    return _execute(merge.when_matched_update(updates=updates, predicate=rules.TOMBSTONE_APPLIES))["updated"]
 
 
 def _insert_only(lake: Path, table: str, dataset: str, rows: pa.Table, keys: tuple[str, ...]) -> dict[str, int]:
     merge = _open(lake, table).merge(
-        _conform(_first_per_key(rows, keys), table), _on(keys, dataset), source_alias="s", target_alias="t"
+        _conform(_first_per_key(rows, keys), table), rules.on(keys, dataset), source_alias="s", target_alias="t"
     )
     return _execute(merge.when_not_matched_insert_all())
 
@@ -258,11 +237,6 @@ def _open(lake: Path, table: str) -> Any:
     from deltalake import DeltaTable
 
     return DeltaTable(str(table_path(lake, table)))
-
-
-def _on(keys: Iterable[str], dataset: str) -> str:
-    """The dataset as a literal (partition pruning; MERGEs of different datasets never conflict)."""
-    return " AND ".join([f"t.dataset = '{dataset}'"] + [f"t.{k} = s.{k}" for k in keys if k != "dataset"])
 
 
 def _execute(merge: Any) -> dict[str, int]:

@@ -1,6 +1,6 @@
 """Input and output datasets with their facets: schema, output statistics, data quality.
 
-Schemas come from the same explicit Arrow schemas the Spark job writes (`spark/tables.table_schema`),
+Schemas come from the same explicit Arrow schemas the Spark job writes (`ingest/tables.table_schema`),
 with types spelled as the OpenLineage Spark listener spells Spark's (`long`, `timestamp`,
 `decimal(38,6)`, `array` with an `_element` child), so both sides describe a table the same way.
 """
@@ -8,7 +8,7 @@ with types spelled as the OpenLineage Spark listener spells Spark's (`long`, `ti
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from placsp_provider.lineage.naming import DatasetName
 
@@ -58,7 +58,7 @@ def table_schema_facet(table: str) -> SchemaDatasetFacet:
     """`schema` of a lake table, from its explicit Arrow schema (nested fields included)."""
     from openlineage.client.generated.schema_dataset import SchemaDatasetFacet
 
-    from placsp_provider.spark.tables import table_schema
+    from placsp_provider.ingest.tables import table_schema
 
     return SchemaDatasetFacet(fields=schema_fields(table_schema(table)))
 
@@ -71,6 +71,8 @@ def _field(name: str, arrow_type: pa.DataType) -> SchemaDatasetFacetFields:
     import pyarrow as pa
     from openlineage.client.generated.schema_dataset import SchemaDatasetFacetFields
 
+    from placsp_provider.ingest.tables import spark_type_name
+
     children: list[SchemaDatasetFacetFields] = []
     if pa.types.is_list(arrow_type) or pa.types.is_large_list(arrow_type):
         children = [_field("_element", arrow_type.value_type)]
@@ -79,35 +81,3 @@ def _field(name: str, arrow_type: pa.DataType) -> SchemaDatasetFacetFields:
     elif pa.types.is_map(arrow_type):
         children = [_field("key", arrow_type.key_type), _field("value", arrow_type.item_type)]
     return SchemaDatasetFacetFields(name=name, type=spark_type_name(arrow_type), fields=children)
-
-
-def spark_type_name(arrow_type: Any) -> str:
-    """Spark's simple type name for an Arrow type, as the OpenLineage Spark listener reports it."""
-    import pyarrow as pa
-
-    t = pa.types
-    if t.is_list(arrow_type) or t.is_large_list(arrow_type):
-        return "array"
-    if t.is_struct(arrow_type):
-        return "struct"
-    if t.is_map(arrow_type):
-        return "map"
-    if t.is_decimal(arrow_type):
-        return f"decimal({arrow_type.precision},{arrow_type.scale})"
-    if t.is_timestamp(arrow_type):
-        return "timestamp" if arrow_type.tz else "timestamp_ntz"
-    simple = {
-        pa.string(): "string",
-        pa.large_string(): "string",
-        pa.int64(): "long",
-        pa.int32(): "integer",
-        pa.int16(): "short",
-        pa.int8(): "byte",
-        pa.bool_(): "boolean",
-        pa.float64(): "double",
-        pa.float32(): "float",
-        pa.date32(): "date",
-        pa.binary(): "binary",
-        pa.large_binary(): "binary",
-    }
-    return simple.get(arrow_type, str(arrow_type))

@@ -1,4 +1,4 @@
-"""PlacspSilverOperator: run the Silver ingest of one dataset on Spark via spark-submit."""
+"""PlacspSilverOperator: the Silver ingest of one dataset, in the task or on Spark."""
 
 from __future__ import annotations
 
@@ -8,41 +8,38 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
-from airflow.sdk import Context
+from airflow.sdk import BaseOperator, Context
 
 from placsp_provider.operators.links import LineageJobLink, SparkUILink
 from placsp_provider.operators.spark_submit import (
     SPARK_CONN_DEFAULT,
     default_application,
-    prepare_spark_submit,
     spark_connection_or_local,
+    spark_submit_settings,
     with_spark_task_defaults,
 )
 
 if TYPE_CHECKING:
+    from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
     from airflow.providers.openlineage.extractors import OperatorLineage
 
+    from placsp_provider.ingest.summary import RunSummary
 
-class PlacspSilverOperator(SparkSubmitOperator):
+
+class PlacspSilverOperator(BaseOperator):
     """Parse the Bronze pages of one dataset into the Silver Delta tables and the dead letters.
 
-    A small batch into a lake whose tables exist (what a daily run brings: up to
-    `$PLACSP_DELTA_RS_MAX_MB`, default 64 MB of pages) is ingested in the task itself, by delta-rs,
-    without a JVM (`engine="auto"`, the default; docs/architecture.md). Otherwise it is a thin
-    `SparkSubmitOperator` (Spark parses; up to `$PLACSP_DELTA_RS_WRITE_MAX_MB`, default 512 MB of
-    pages, delta-rs writes in the Spark driver, and with `engine="spark"` or above that Spark's Delta
-    MERGEs write): it ships the provider package
-    (`--py-files`) and the pinned Delta jars, passes the lake, the run id and the extraction
-    manifest, then reads the job's run summary (rows by table, dead letters by stage and error
-    type, reconciliation). Either way the summary is returned to XCom.
+    The engine (`ingest.engines`) decides where: a small batch into a lake whose tables exist (what a
+    daily run brings: up to `$PLACSP_DELTA_RS_MAX_MB`, default 64 MB of pages) is ingested in the task
+    itself, by delta-rs, without a JVM. Otherwise the task submits the Spark job
+    (`include/spark/silver_ingest.py`) through the Spark provider's `SparkSubmitHook`, with the
+    provider package and the pinned Delta jars: Spark parses, and delta-rs writes in the Spark
+    driver up to `$PLACSP_DELTA_RS_WRITE_MAX_MB` (512 MB of pages), Spark's MERGEs above. Either way
+    the run summary (`ingest.summary.RunSummary`) goes to XCom.
 
     OpenLineage (docs/lineage.md): the task reports Bronze in and the lake's tables out, with the run
     summary's counts, whichever engine wrote; a Spark job runs the OpenLineage Spark listener, whose
     events name this task run as their parent.
-
-    Master: the Spark connection (`conn_id`, default `spark_default`, e.g. `spark://host:7077`); when
-    that connection does not exist, `local[*]` with the pip-installed Spark.
 
     :param dataset: dataset key or syndication id.
     :param lake: lake root; defaults to `$PLACSP_LAKE`.
@@ -50,9 +47,12 @@ class PlacspSilverOperator(SparkSubmitOperator):
         XCom `manifest`); default: every manifest of the dataset not yet ingested.
     :param engine: `auto`, `spark`, `spark+delta-rs` or `delta-rs`; default `$PLACSP_INGEST_ENGINE`,
         else `auto`.
+    :param conn_id: the Spark connection (e.g. `spark://host:7077`); absent: `local[*]`.
+    :param spark_conf: extra Spark conf for the job (over the provider's defaults).
+    :param spark_submit_kwargs: extra `SparkSubmitHook` arguments (`executor_memory`, `num_executors`...).
     """
 
-    template_fields: Sequence[str] = (*SparkSubmitOperator.template_fields, "dataset", "lake", "manifest")
+    template_fields: Sequence[str] = ("dataset", "lake", "manifest")
     ui_color = "#d7ecf7"
     operator_extra_links = (SparkUILink(), LineageJobLink())
 
@@ -62,74 +62,73 @@ class PlacspSilverOperator(SparkSubmitOperator):
         dataset: str,
         lake: str | None = None,
         manifest: str | None = None,
+        engine: str | None = None,
         conn_id: str = SPARK_CONN_DEFAULT,
         application: str | None = None,
-        engine: str | None = None,
+        spark_conf: dict[str, Any] | None = None,
+        spark_submit_kwargs: dict[str, Any] | None = None,
         **kwargs: Any,
     ) -> None:
-        kwargs.setdefault("name", f"placsp-silver-{dataset}")
         with_spark_task_defaults(kwargs, lake)
-        super().__init__(
-            application=application or default_application("silver_ingest.py", "silver_job.py"),
-            conn_id=conn_id,
-            **kwargs,
-        )
-        self.spark_conn_id = conn_id
+        super().__init__(**kwargs)
         self.dataset = dataset
         self.lake = lake
         self.manifest = manifest
         self.engine = engine
-        self._summary: dict[str, Any] | None = None  # what execute returned, for the lineage events
+        self.spark_conn_id = conn_id
+        self.application = application or default_application("silver_ingest.py", "silver_job.py")
+        self.spark_conf = spark_conf
+        self.spark_submit_kwargs = spark_submit_kwargs or {}
+        self._hook: SparkSubmitHook | None = None
+        self._summary: RunSummary | None = None  # what execute returned, for the lineage events
 
-    def execute(self, context: Context) -> dict[str, Any]:  # type: ignore[override]
+    def execute(self, context: Context) -> RunSummary:
         from placsp_provider.datasets import get_dataset
-        from placsp_provider.lake import resolve_lake, run_summary_path
+        from placsp_provider.ingest.engines import choose_engine, needs_spark
+        from placsp_provider.ingest.request import IngestRequest
+        from placsp_provider.ingest.run import ingest
+        from placsp_provider.lake import resolve_lake
 
         ds = get_dataset(self.dataset)
         lake = resolve_lake(self.lake)
         run_id = context["run_id"]
-        if str(self.manifest).strip() == "None":
-            # An upstream task returned no manifest (e.g. a completeness check that recovered nothing).
-            self.log.info("dataset %s: no manifest given by the upstream task; nothing to ingest", ds.key)
+        if str(self.manifest).strip() == "None" or (self.manifest and not _manifest_pages(Path(self.manifest))):
+            # An upstream task returned no manifest (e.g. a completeness check that recovered nothing),
+            # or nothing landed for this interval: nothing to ingest, and no reason to start a JVM.
+            self.log.info("dataset %s: no pages to ingest (manifest %s)", ds.key, self.manifest)
             self._summary = _nothing_to_do(ds.key, run_id, lake)
             return self._summary
-        if self.manifest and not _manifest_pages(Path(self.manifest)):
-            # Nothing landed for this interval: no reason to start a JVM.
-            self.log.info("dataset %s: the manifest %s lists no pages; nothing to ingest", ds.key, self.manifest)
-            self._summary = _nothing_to_do(ds.key, run_id, lake)
-            return self._summary
-        engine, summary = self._ingest_without_spark(ds, lake, run_id)
-        if summary is not None:
-            return summary
-        args = ["--dataset", ds.key, "--lake", str(lake), "--run-id", run_id, "--engine", engine]
-        if self.manifest:
-            args += ["--manifest", str(self.manifest)]
-        self.application_args = args
-        with tempfile.TemporaryDirectory(prefix="placsp-pyfiles-") as tmp:
-            prepare_spark_submit(self, Path(tmp), context, app_name=f"placsp_silver_{ds.key}")
-            self.log.info("dataset %s: Silver ingest of %s on Spark, engine %s (run %s)", ds.key, lake, engine, run_id)
-            with spark_connection_or_local(self.spark_conn_id, self.log):
-                super().execute(context)
-        summary = json.loads(run_summary_path(lake, ds.key, run_id).read_text())
+        request = IngestRequest(ds, lake, run_id, (Path(self.manifest),) if self.manifest else ())
+        engine = choose_engine(request, self.engine)
+        self.log.info("dataset %s: Silver ingest of %s, engine %s (run %s)", ds.key, lake, engine, run_id)
+        summary = self._submit(request, engine, context) if needs_spark(engine) else ingest(request, engine)
         self.log.info("dataset %s: Silver run summary:\n%s", ds.key, json.dumps(summary, indent=2, sort_keys=True))
         self._summary = summary
         return summary
 
-    def _ingest_without_spark(self, ds: Any, lake: Path, run_id: str) -> tuple[str, dict[str, Any] | None]:
-        """The engine chosen, and the summary when it is delta-rs: ingested here (None: Spark's turn)."""
-        from placsp_provider.delta_rs import silver_job as delta_rs_job
-        from placsp_provider.spark.silver_job import IngestRequest
+    def _submit(self, request: Any, engine: str, context: Context) -> RunSummary:
+        """The Spark job, submitted by the Spark provider's hook; its summary, as the job wrote it."""
+        from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 
-        manifests = (Path(self.manifest),) if self.manifest else ()
-        request = IngestRequest(ds, lake, run_id, manifests)
-        engine = delta_rs_job.choose_engine(request, self.engine)
-        if engine != delta_rs_job.DELTA_RS:
-            return engine, None
-        self.log.info("dataset %s: Silver ingest of %s with delta-rs, in this task (run %s)", ds.key, lake, run_id)
-        summary = delta_rs_job.run_ingest(request)
-        self.log.info("dataset %s: Silver run summary:\n%s", ds.key, json.dumps(summary, indent=2, sort_keys=True))
-        self._summary = summary
-        return engine, summary
+        from placsp_provider.lake import run_summary_path
+
+        ds, lake = request.dataset, request.lake
+        args = ["--dataset", ds.key, "--lake", str(lake), "--run-id", request.run_id, "--engine", engine]
+        args += [a for m in request.manifests for a in ("--manifest", str(m))]
+        with tempfile.TemporaryDirectory(prefix="placsp-pyfiles-") as tmp:
+            settings = spark_submit_settings(
+                Path(tmp), context, app_name=f"placsp_silver_{ds.key}", conf=self.spark_conf
+            )
+            kwargs = {"name": f"placsp-silver-{ds.key}", **settings, **self.spark_submit_kwargs}
+            with spark_connection_or_local(self.spark_conn_id, self.log):
+                self._hook = SparkSubmitHook(conn_id=self.spark_conn_id, application_args=args, **kwargs)
+                self._hook.submit(self.application)
+        summary: RunSummary = json.loads(run_summary_path(lake, ds.key, request.run_id).read_text())
+        return summary
+
+    def on_kill(self) -> None:
+        if self._hook is not None:
+            self._hook.on_kill()
 
     # -- OpenLineage (docs/lineage.md): Bronze in, Silver + dead letters + reconciliation out -------
     def get_openlineage_facets_on_start(self) -> OperatorLineage:
@@ -154,9 +153,9 @@ def _manifest_pages(path: Path) -> int:
     return len(Manifest.load(path).pages)
 
 
-def _nothing_to_do(dataset: str, run_id: str, lake: Path) -> dict[str, Any]:
+def _nothing_to_do(dataset: str, run_id: str, lake: Path) -> RunSummary:
     """The summary of an ingest with nothing to do, written where the gate reads it: under the task's
     own lake (an explicit `lake=` included)."""
-    from placsp_provider.spark.silver_job import empty_summary, finish
+    from placsp_provider.ingest.summary import empty_summary, finish
 
     return finish(empty_summary(dataset, run_id, 0, 0), lake)

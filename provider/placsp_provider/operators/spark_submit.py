@@ -1,8 +1,9 @@
 """What every PLACSP Spark job needs from spark-submit: the package, the pinned jars, Delta, a master.
 
-Shared by PlacspSilverOperator and DeadLetterReplayOperator (both `SparkSubmitOperator`s); the
-package zip and the jars are what a cluster's executors import and load, the minimal environment
-keeps secrets out of the logged spark-submit command.
+Shared by the Silver operator (through the Spark provider's `SparkSubmitHook`, when Spark runs) and
+the replay and maintenance operators (`SparkSubmitOperator`s); the package zip and the jars are what
+a cluster's executors import and load, the minimal environment keeps secrets out of the logged
+spark-submit command.
 """
 
 from __future__ import annotations
@@ -42,25 +43,37 @@ def with_spark_task_defaults(kwargs: dict[str, Any], lake: str | None) -> None:
         kwargs.setdefault(key, value)
 
 
-def prepare_spark_submit(operator: Any, workdir: Path, context: Any, *, app_name: str) -> None:
-    """Set conf, jars, env and py-files on a SparkSubmitOperator just before `execute` submits.
-
-    The conf gets Delta's settings and the OpenLineage Spark listener with this task run as the
-    parent of its events (docs/lineage.md); `app_name` names the Spark job in lineage.
-    """
+def spark_submit_settings(
+    workdir: Path, context: Any, *, app_name: str, conf: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """What every PLACSP spark-submit needs, as `SparkSubmitHook` arguments: conf (Delta's settings,
+    and the OpenLineage Spark listener with this task run as the parent of its events, docs/lineage.md;
+    `app_name` names the Spark job in lineage), the pinned jars, a minimal environment and the
+    package zip for the executors. `conf` adds to (and overrides) the defaults."""
     from placsp_provider.lineage.spark import with_spark_lineage
     from placsp_provider.spark.jars import jar_paths, spark_env
     from placsp_provider.spark.session import DELTA_CONF, driver_conf
 
-    conf = {**DELTA_CONF, **driver_conf(), **(operator.conf or {})}
-    operator.conf = with_spark_lineage(conf, context, app_name=app_name)
-    operator.jars = ",".join([*(str(p) for p in jar_paths()), *([operator.jars] if operator.jars else [])])
     # Only what spark-submit needs: the hook turns env vars into --conf flags that it logs,
     # so the task's whole environment (connection URIs, tokens) must never be passed.
     env = {k: v for k, v in spark_env().items() if k in ("SPARK_HOME", "PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON")}
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
-    operator.env_vars = {**env, **(operator.env_vars or {})}
-    operator.py_files = package_zip(workdir)
+    return {
+        "conf": with_spark_lineage({**DELTA_CONF, **driver_conf(), **(conf or {})}, context, app_name=app_name),
+        "jars": ",".join(str(p) for p in jar_paths()),
+        "env_vars": env,
+        "py_files": package_zip(workdir),
+    }
+
+
+def prepare_spark_submit(operator: Any, workdir: Path, context: Any, *, app_name: str) -> None:
+    """`spark_submit_settings` set on a SparkSubmitOperator just before `execute` submits (what the
+    operator was given itself comes after the defaults)."""
+    settings = spark_submit_settings(workdir, context, app_name=app_name, conf=operator.conf)
+    operator.conf = settings["conf"]
+    operator.jars = ",".join([settings["jars"], *([operator.jars] if operator.jars else [])])
+    operator.env_vars = {**settings["env_vars"], **(operator.env_vars or {})}
+    operator.py_files = settings["py_files"]
 
 
 @contextmanager

@@ -23,6 +23,7 @@ for `dtd_refused`, `not_a_feed` (non-empty bytes with no feed root and no record
 
 from __future__ import annotations
 
+import hashlib
 import traceback
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -32,12 +33,12 @@ from lxml import etree
 
 from placsp_provider.datasets import Dataset
 from placsp_provider.dead_letters.lifecycle import STAGE_PARSE, STAGE_VALIDATION
-from placsp_provider.dead_letters.record_bytes import record_to_replay, split_declaration
 from placsp_provider.feed.prolog import dtd_refusal, to_utf8
 from placsp_provider.feed.xml import ATOM_NS, DELETED_ENTRY_TAG, ENTRY_TAG, make_parser
 from placsp_provider.parser import page_split
 from placsp_provider.parser.entry_fields import extract_entry, extract_tombstone
 from placsp_provider.parser.page_split import ENTRY, TOMBSTONE, PageLayout, RecordSpan
+from placsp_provider.parser.silver_schema import RECORD_DIGEST_COLUMN as RECORD_DIGEST
 from placsp_provider.parser.validation import (
     ENCODING_ERROR,
     Problems,
@@ -227,7 +228,7 @@ def parse_record(
     """
     if kind not in _EXPECTED_TAG:
         raise ValueError(f"record kind must be 'entry' or 'tombstone' to re-parse, not {kind!r}")
-    declaration, data = split_declaration(raw.encode("utf-8") if isinstance(raw, str) else raw)
+    declaration, data = page_split.split_declaration(raw.encode("utf-8") if isinstance(raw, str) else raw)
     context_text = namespace_context.decode("utf-8") if isinstance(namespace_context, bytes) else namespace_context
     # A record still missing its end tag must be reported as such again, not as a generic syntax error.
     # Scanned inside the page root's declarations, as the page scan saw it: a nested `<x:entry>` whose
@@ -252,25 +253,6 @@ def parse_record(
         out,
     )
     return out.result(int(kind == ENTRY), int(kind == TOMBSTONE))
-
-
-def parse_dead_letter(dead_letter: Row, *, dataset: Dataset, raw_record: bytes | str | None = None) -> PageParseResult:
-    """Replay helper: re-parse a dead letter as the replay does (`dead_letters.record_bytes`: its
-    exact bytes, or a person's correction), or with the corrected `raw_record` given here."""
-    if raw_record is None:
-        chosen = record_to_replay(dead_letter)
-        raw, exact = chosen.data, chosen.exact
-    else:
-        raw, exact = raw_record, False
-    return parse_record(
-        raw,
-        kind=dead_letter["record_kind"],
-        dataset=dataset,
-        source_file=dead_letter["source_file"],
-        namespace_context=dead_letter["namespace_context"],
-        record_offset=dead_letter["record_offset"],
-        page_ended_inside=exact and dead_letter["error_type"] == TRUNCATED,
-    )
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -340,17 +322,21 @@ def _single_record_element(context: _RecordContext, wrapper: etree._Element, out
 
 
 def _route(context: _RecordContext, element: etree._Element, problems: Problems, out: _Collector) -> None:
+    digest = hashlib.sha256(context.raw).hexdigest()  # the tie-break of last resort (ingest.rules)
     if context.kind == TOMBSTONE:
         row = extract_tombstone(element, dataset=context.dataset, source_file=context.source_file, problems=problems)
         if problems:
             out.dead_letters.append(_validation_dead_letter(context, problems, row["entry_id"]))
         else:
+            row[RECORD_DIGEST] = digest
             out.tombstones.append(row)
         return
     rows = extract_entry(element, dataset=context.dataset, source_file=context.source_file, problems=problems)
     if problems:
         out.dead_letters.append(_validation_dead_letter(context, problems, rows.entry["entry_id"]))
         return
+    for row in (rows.entry, *rows.lots, *rows.documents, *rows.results):
+        row[RECORD_DIGEST] = digest
     out.entries.append(rows.entry)
     out.lots.extend(rows.lots)
     out.documents.extend(rows.documents)

@@ -329,3 +329,13 @@ def line_of(data: bytes, offset: int) -> int:
 def column_of(data: bytes, offset: int) -> int:
     """1-based byte column of a byte offset on its line."""
     return offset - (data.rfind(b"\n", 0, offset) + 1) + 1
+
+
+def split_declaration(raw: bytes) -> tuple[bytes, bytes]:
+    """(the leading `<?xml ...?>`, the record) of a dead letter's `raw_bytes` (or of a corrected record
+    that starts with a declaration); no declaration: (b"", raw)."""
+    if raw.startswith(b"<?xml"):
+        end = raw.find(b">")
+        if end > 0 and raw[end - 1 : end] == b"?":
+            return raw[: end + 1], raw[end + 1 :]
+    return b"", raw

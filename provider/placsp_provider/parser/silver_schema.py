@@ -18,7 +18,8 @@ codes stay strings; list columns are never null (empty list instead). Child rows
 `entry_updated` so each table can do newest-wins on its own. Tombstones have no `entry_updated`: their
 `deleted_at` plays that role.
 
-Nothing here imports pyspark: the Spark types of these schemas are built in `spark/tables.py`.
+Nothing here imports pyspark: the lake tables add their lineage columns in `ingest/tables.py`, and
+`spark/tables.py` turns them into Spark types.
 """
 
 from __future__ import annotations
@@ -58,6 +59,10 @@ def _entry_columns() -> list[pa.Field]:
 
 
 SOURCE_FILE = _required("_source_file", pa.string())
+# The sha256 of the record's exact bytes, on every row a record gives while it is staged (not a Silver
+# column): the last tie-break between versions of one entry (ingest.rules), the same in every engine.
+RECORD_DIGEST_COLUMN = "_record_digest"
+RECORD_DIGEST = _required(RECORD_DIGEST_COLUMN, pa.string())
 
 ENTRIES = pa.schema(
     [
@@ -117,6 +122,7 @@ ENTRIES = pa.schema(
         _required("result_count", pa.int32()),  # TenderResult elements (results rows may be more)
         _required("document_count", pa.int32()),  # rows of this entry in `documents`
         SOURCE_FILE,
+        RECORD_DIGEST,
     ]
 )
 
@@ -136,6 +142,7 @@ LOTS = pa.schema(
         _optional("nuts_code"),
         _required("nuts_codes", STRINGS),
         SOURCE_FILE,
+        RECORD_DIGEST,
     ]
 )
 
@@ -152,6 +159,7 @@ DOCUMENTS = pa.schema(
         _optional("document_type_code"),
         _optional("issue_date"),
         SOURCE_FILE,
+        RECORD_DIGEST,
     ]
 )
 
@@ -185,6 +193,7 @@ RESULTS = pa.schema(
         _optional("awarded_payable_amount", AMOUNT),  # importe de adjudicación con impuestos
         _optional("awarded_currency"),
         SOURCE_FILE,
+        RECORD_DIGEST,
     ]
 )
 
@@ -196,6 +205,7 @@ TOMBSTONES = pa.schema(
         _required("deleted_at", UTC_TIMESTAMP),  # the tombstone's when
         _optional("deletion_type"),  # ANULADA / CERRADA, null before mid-2022
         SOURCE_FILE,
+        RECORD_DIGEST,
     ]
 )
 

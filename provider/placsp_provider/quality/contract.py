@@ -30,7 +30,7 @@ from placsp_provider.errors import ConfigError, PlacspError
 from placsp_provider.lake import LAKE_TABLES
 
 CONTRACT_SUFFIX = ".odcs.yaml"
-# The tables a contract may describe: Silver, dead letters, reconciliation (spark/tables.py).
+# The tables a contract may describe: Silver, dead letters, reconciliation (ingest/tables.py).
 CONTRACT_TABLES = LAKE_TABLES
 METRICS = ("nullValues", "missingValues", "invalidValues", "duplicateValues", "rowCount")
 THRESHOLDS = (

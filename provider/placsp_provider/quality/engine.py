@@ -201,7 +201,7 @@ class LakeSession:
         return table_path(self.lake, table)
 
     def _register(self, table: str) -> None:
-        from placsp_provider.spark.tables import table_schema
+        from placsp_provider.ingest.tables import table_schema
 
         path = self.table_path(table)
         run_column = self.run_columns.get(table) or default_run_column(table)
@@ -286,7 +286,7 @@ def _open(path: Path, pruning: list[tuple[str, str, Any]]) -> tuple[Any, int, li
 
 def default_run_column(table: str) -> str:
     """The column that says which run wrote a row: `_ingest_run_id` in Silver, `run_id` elsewhere."""
-    from placsp_provider.spark.tables import table_schema
+    from placsp_provider.ingest.tables import table_schema
 
     return "_ingest_run_id" if "_ingest_run_id" in table_schema(table).names else "run_id"
 
@@ -548,8 +548,8 @@ def schema_drift(contract: Contract, fields: Sequence[tuple[str, str, bool]]) ->
 
 
 def arrow_fields(schema: pa.Schema) -> list[tuple[str, str, bool]]:
-    """(name, Spark/Delta type name, nullable) of an Arrow schema, e.g. spark/tables.table_schema(t)."""
-    from placsp_provider.lineage.datasets import spark_type_name
+    """(name, Spark/Delta type name, nullable) of an Arrow schema, e.g. ingest/tables.table_schema(t)."""
+    from placsp_provider.ingest.tables import spark_type_name
 
     return [(f.name, spark_type_name(f.type), f.nullable) for f in schema]
 

@@ -184,9 +184,10 @@ def _train(workdir: Path) -> None:
     """Ingest two bundled pages into a fresh lake, the second into the tables the first made."""
     from placsp_provider.datasets import get_dataset
     from placsp_provider.demo.samples import samples_dir
+    from placsp_provider.ingest.request import IngestRequest
+    from placsp_provider.ingest.run import ingest
     from placsp_provider.lake import table_path
     from placsp_provider.spark.session import get_session
-    from placsp_provider.spark.silver_job import IngestRequest, run_ingest
 
     ds = get_dataset("licitaciones")
     lake = workdir / "lake"
@@ -196,7 +197,7 @@ def _train(workdir: Path) -> None:
         (samples / "resolvedWithNoLots" / "version11.atom", samples / "resolvedWithLotsAllAwarded" / "version7.atom")
     ):
         manifest = _land(lake, ds.key, page, f"train-{n}")
-        run_ingest(spark, IngestRequest(ds, lake, f"train-{n}", manifests=(manifest,)))
+        ingest(IngestRequest(ds, lake, f"train-{n}", manifests=(manifest,)), "spark", spark=spark)
     spark.read.format("delta").load(str(table_path(lake, "entries"))).count()
     _stop_jvm(spark)
 

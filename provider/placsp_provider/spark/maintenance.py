@@ -18,10 +18,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from placsp_provider.errors import PlacspError
+from placsp_provider.ingest.tables import has_commit
 from placsp_provider.lake import LAKE_TABLES, maintenance_summary_path, table_path
 from placsp_provider.spark.session import session_conf
 from placsp_provider.spark.silver_merge import is_commit_conflict
-from placsp_provider.spark.tables import has_commit
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -17,12 +17,13 @@ What happens to each, and nothing else can:
   `replay_run_id`). Still failing: `attempts` + 1, `last_attempt_at`, the new error; `abandoned`
   once `attempts` reaches `max_attempts`.
 - file-level (stage `reconciliation`, or a page-level parse failure): the Bronze file is reprocessed
-  through the normal ingest (`route_files` / `write_routed`). The dead letter is recovered when that
-  reprocess no longer produces it (its id is deterministic), else it is still failing as above.
+  through the ingest's own steps (`ingest.run.staged`, then the delta-rs writer). The dead letter is
+  recovered when that reprocess no longer produces it (its id is deterministic), else it is still
+  failing as above.
 
 Exactly once: replayed dead letters are never selected again, every write is an idempotent MERGE,
-and a dead letter's status changes only if it still has the status and attempts it was selected
-with. A run that dies between the Silver MERGE and the status update is simply run again.
+and a dead letter's status changes only if it still has the status, attempts and record it was
+selected with. A run that dies between the Silver MERGE and the status update is simply run again.
 """
 
 from __future__ import annotations
@@ -44,12 +45,14 @@ from placsp_provider.datasets import Dataset, get_dataset
 from placsp_provider.dead_letters import lifecycle
 from placsp_provider.dead_letters.lifecycle import QUARANTINED, REPLAYED
 from placsp_provider.errors import ConfigError
+from placsp_provider.ingest.engines import SPARK_DELTA_RS, engine_parts
+from placsp_provider.ingest.request import IngestRequest, manifest_pages
+from placsp_provider.ingest.run import prepare_tables, staged
 from placsp_provider.lake import SILVER_TABLES, replay_summary_path, staging_dir
 from placsp_provider.settings import REPLAY_MAX_ATTEMPTS, REPLAY_MAX_RECORDS
 from placsp_provider.spark.routing import RECORD_KINDS, REPLAY_INPUT_COLUMNS
 from placsp_provider.spark.session import session_conf
-from placsp_provider.spark.silver_job import IngestRequest, pages_to_ingest, route_files, write_routed
-from placsp_provider.spark.tables import ensure_tables
+from placsp_provider.spark.silver_job import SparkParser
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, Row, SparkSession
@@ -158,12 +161,12 @@ def select(spark: SparkSession, request: ReplayRequest) -> Selection:
     and the ids of those left out because their exact bytes cannot be known (written before
     `raw_bytes` existed, with bytes that did not decode: `dead_letters.record_bytes.fill_legacy_bytes`).
 
-    Read once, by delta-rs in the driver (`delta_rs.replay_selection`), and handed to the one Spark
+    Read once, by delta-rs in the driver (`dead_letters.selection`), and handed to the one Spark
     job that re-parses them (`_reparse`): the selection is frozen, whatever the table becomes as the
     replay writes.
     """
     from placsp_provider.dead_letters.record_bytes import fill_legacy_bytes
-    from placsp_provider.delta_rs.replay_selection import select_dead_letters
+    from placsp_provider.dead_letters.selection import select_dead_letters
 
     rows = select_dead_letters(
         request.lake,
@@ -198,7 +201,7 @@ def run_replay(spark: SparkSession, request: ReplayRequest) -> dict[str, Any]:
     ds = get_dataset(request.dataset)
     lake = request.lake.resolve()
     started = datetime.now(UTC).replace(microsecond=0)
-    ensure_tables(spark, lake)
+    prepare_tables(SparkParser(spark), lake, ds.key)
     silver: dict[str, Any] = {}
     with contextlib.ExitStack() as staging:  # the re-parsed rows wait here until their MERGE
         folder = None if request.dry_run else staging.enter_context(run_folder(staging_dir(lake, ds.key)))
@@ -288,14 +291,13 @@ def _merge_records(
     reparsed: list[Row],
     started: datetime,
 ) -> dict[str, Any]:
-    """The recovered records' staged rows written into Silver by delta-rs, under the ingest's rules
-    (`delta_rs.silver_write`, as the ingest writes a batch Spark parsed). A replay holds at most
+    """The recovered records' staged rows written into Silver under the ingest's rules, by the
+    writer of rows (`ingest.engines.row_writer`: delta-rs, from the driver). A replay holds at most
     `max_records` records: their rows fit the driver's memory."""
     import pyarrow.parquet as pq
 
-    from placsp_provider.delta_rs.silver_write import is_commit_conflict, merge_silver
+    from placsp_provider.ingest.engines import row_writer
     from placsp_provider.parser.silver_schema import SCHEMAS
-    from placsp_provider.spark.silver_merge import retry_on_conflict
 
     sizes: Counter[str] = Counter()
     for r in reparsed:
@@ -303,23 +305,19 @@ def _merge_records(
             sizes[table] += n
     keys = {r["staged_key"] for r in reparsed if r["staged_key"]}
 
-    def staged(table: str) -> Any:
+    def read_staged(table: str) -> Any:
         if not sizes[table]:  # no task staged rows of it: there is no folder to read
             return SCHEMAS[table].empty_table()
         for orphan in (f for f in (folder / table).glob("*.parquet") if f.stem not in keys):
             orphan.unlink()  # a failed task attempt's: Spark returned no outcome naming it
         return pq.read_table(folder / table, schema=SCHEMAS[table])
 
-    rows = {t: staged(t) for t in SILVER_TABLES}
+    rows = {t: read_staged(t) for t in SILVER_TABLES}
     # Two recovered records of one entry version (one page held it twice) bring its children twice:
     # only then does the write keep the first of each key (see `silver_write`).
     versions = Counter(r["entry_version"] for r in reparsed if r["entry_version"])
     repeated = sum(n - 1 for n in versions.values())
-    return retry_on_conflict(
-        lambda: merge_silver(lake, ds.key, rows, repeated, request.run_id, started),
-        what=f"dataset {ds.key}: replay {request.run_id}: Silver write",
-        conflict=is_commit_conflict,
-    )
+    return row_writer().write_rows(lake, ds.key, rows, repeated, request.run_id, started)
 
 
 def _replay_files(
@@ -333,7 +331,8 @@ def _replay_files(
 ) -> tuple[list[str], dict[str, Any]]:
     """Reprocess the Bronze files of whole-file dead letters through the normal ingest."""
     files = sorted({s.source_file for s in letters})
-    pages, _ = pages_to_ingest(spark, IngestRequest(ds, lake, request.run_id, reprocess=True, only_files=tuple(files)))
+    ingest = IngestRequest(ds, lake, request.run_id, reprocess=True, only_files=tuple(files))
+    pages = list(manifest_pages(ingest).values())
     found = {p.file for p in pages if (lake / p.file).is_file()}
     for s in letters:
         if s.source_file not in found:
@@ -349,11 +348,13 @@ def _replay_files(
     log.info(
         "dataset %s: replay %s reprocesses %d Bronze file(s) through the ingest", ds.key, request.run_id, len(pages)
     )
-    routed = route_files(spark, ds, lake, pages, request.run_id, started)
-    try:
-        letters_now = routed.dead_letters.select(
-            "dead_letter_id", "record_kind", "source_file", "error_type", "error_message"
-        ).collect()
+    # Parsed on Spark, written by delta-rs (as the ingest's `spark+delta-rs` engine): a replay's few files.
+    with engine_parts(SPARK_DELTA_RS, spark) as (parser, writer), staged(parser, ingest, pages, started) as batch:
+        letters_now = (
+            batch.dead_letters()
+            .select(["dead_letter_id", "record_kind", "source_file", "error_type", "error_message"])
+            .to_pylist()
+        )
         produced = {r["dead_letter_id"] for r in letters_now}
         errors = {
             r["source_file"]: (r["error_type"], r["error_message"])
@@ -369,9 +370,7 @@ def _replay_files(
                 outcome.error_type, outcome.error_message = errors.get(s.source_file, (s.error_type, None))
             else:
                 outcome.result = RECOVERED
-        metrics = {} if request.dry_run else write_routed(spark, lake, ds.key, routed, request.run_id, started)
-    finally:
-        routed.release()
+        metrics = {} if request.dry_run else writer.write(batch)
     return sorted(p.file for p in pages), metrics
 
 
@@ -380,8 +379,8 @@ def _mark(
 ) -> None:
     """Record every outcome on its dead letter, only if nobody changed it since it was selected, its
     record included (a person's fix written meanwhile is replayed next time; by delta-rs:
-    `delta_rs.dead_letter_status`)."""
-    from placsp_provider.delta_rs.dead_letter_status import StatusChange, record_outcomes
+    `dead_letters.status`)."""
+    from placsp_provider.dead_letters.status import StatusChange, record_outcomes
 
     status = {RECOVERED: REPLAYED, STILL_FAILING: QUARANTINED, ABANDONED: lifecycle.ABANDONED}
     changes = [

@@ -1,10 +1,5 @@
-"""MERGE routed rows into the Delta tables: newest `updated` wins, reruns change nothing.
-
-- entries: one row per (dataset, entry_id); a row is replaced only by a strictly newer `updated`.
-- lots, documents, results: the child rows of the winning version replace those of older versions
-  of the same entry (a newer version may have fewer results; old ones must not linger).
-- tombstones: kept as a log, then applied to entries when `deleted_at >= updated`.
-- dead letters and reconciliation: insert-only.
+"""The Spark writer's MERGEs: a staged batch written into the Delta tables under `ingest.rules`
+(the newest version wins, ties decided the same way in every engine; reruns change nothing).
 Every MERGE condition names the dataset as a literal: partition pruning, and MERGEs of different
 datasets never conflict.
 """
@@ -13,20 +8,18 @@ from __future__ import annotations
 
 import functools
 import logging
-import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from placsp_provider.ingest import retry, rules
+from placsp_provider.ingest.rules import BUSINESS_KEYS
 from placsp_provider.lake import CHILD_TABLES, table_path
-from placsp_provider.parser.silver_schema import BUSINESS_KEYS
 from placsp_provider.spark.tables import spark_table_schema
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
-
-CONFLICT_ATTEMPTS = 5
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -49,45 +42,9 @@ def is_commit_conflict(err: BaseException) -> bool:
     return isinstance(err, conflicts) or "DELTA_CONCURRENT_" in str(err)
 
 
-def retry_on_conflict(
-    write: Callable[[], T],
-    *,
-    what: str,
-    attempts: int = CONFLICT_ATTEMPTS,
-    sleep: Callable[[float], None] = time.sleep,
-    conflict: Callable[[BaseException], bool] | None = None,
-) -> T:
-    """Run an idempotent write again when a concurrent writer won the commit race.
-
-    Every write of ours is a MERGE that is safe to repeat (newest wins, insert-only, conditional
-    status updates), and the whole `write` is repeated, not the failed MERGE alone: what it decided
-    from the table's old snapshot (which versions are newest) is decided again from the new one.
-    `conflict`: how the writing engine says so (default: delta-spark's exceptions).
-    """
-    is_conflict = conflict or is_commit_conflict
-    for attempt in range(1, attempts + 1):
-        try:
-            return write()
-        except Exception as err:
-            if not is_conflict(err) or attempt == attempts:
-                raise
-            delay = min(0.5 * 2 ** (attempt - 1), 8.0)
-            first_line = str(err).strip().splitlines()[0][:300] if str(err).strip() else type(err).__name__
-            log.warning(
-                "%s: a concurrent writer committed first (%s); writing again in %.1f s (attempt %d of %d)",
-                what,
-                first_line,
-                delay,
-                attempt + 1,
-                attempts,
-            )
-            sleep(delay)
-    raise AssertionError("unreachable")
-
-
-def _on(keys: tuple[str, ...], dataset: str, t: str = "t", s: str = "s") -> str:
-    parts = [f"{t}.dataset = '{dataset}'"] + [f"{t}.`{k}` = {s}.`{k}`" for k in keys]
-    return " AND ".join(parts)
+def retry_on_conflict(write: Callable[[], T], *, what: str, **kwargs: Any) -> T:
+    """`ingest.retry.retry_on_conflict` for Spark's writes: a conflict is delta-spark's."""
+    return retry.retry_on_conflict(write, what=what, conflict=is_commit_conflict, **kwargs)
 
 
 # What a MERGE changed, from the row `DeltaMergeBuilder.execute()` returns (delta-spark 4.x:
@@ -113,16 +70,18 @@ def _conform(df: DataFrame, table: str) -> DataFrame:
     return df.select([F.col(f.name).cast(f.dataType).alias(f.name) for f in spark_table_schema(table).fields])
 
 
-def winners(entries: DataFrame) -> DataFrame:
-    """Newest version per entry within the batch; ties broken deterministically (by file name, where
-    dated pages sort by their timestamp, then by content)."""
+def greatest(rows: DataFrame, key: tuple[str, ...], order: tuple[str, ...]) -> DataFrame:
+    """The row with the greatest `order` for each `key` (rules.VERSION_ORDER, rules.TOMBSTONE_ORDER)."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    order = Window.partitionBy("dataset", "entry_id").orderBy(
-        F.col("updated").desc(), F.col("_source_file").desc(), F.xxhash64(F.to_json(F.struct("*"))).desc()
-    )
-    return entries.withColumn("_rank", F.row_number().over(order)).where("_rank = 1").drop("_rank")
+    window = Window.partitionBy(*key).orderBy(*(F.col(c).desc() for c in order))
+    return rows.withColumn("_rank", F.row_number().over(window)).where("_rank = 1").drop("_rank")
+
+
+def winners(entries: DataFrame) -> DataFrame:
+    """Each entry's greatest version in the batch (`rules.VERSION_ORDER`)."""
+    return greatest(entries, ("dataset", "entry_id"), rules.VERSION_ORDER)
 
 
 def merge_silver(
@@ -164,23 +123,25 @@ def merge_silver(
     best = best.withColumn("deleted_at", F.lit(None).cast("timestamp")).withColumn(
         "deletion_type", F.lit(None).cast("string")
     )
-    # Which batch versions are at least as new as what Silver holds: their children are the truth.
-    # Equal `updated` counts only when it is the same file again (a rerun, or recovery from a run
-    # that died between MERGEs): a different version with the same `updated` loses everywhere,
-    # as it does in `entries`, so Silver never mixes two versions of one entry.
+    # Which batch versions are at least as great as what Silver holds (rules.is_eligible): their
+    # children are the truth. The very version Silver holds is eligible again (a rerun, or recovery
+    # from a run that died between MERGEs); a lesser one loses everywhere, as it does in `entries`, so
+    # Silver never mixes two versions of one entry.
     current = (
         target.toDF()
         .where(F.col("dataset") == dataset)
         .select("entry_id", F.col("updated").alias("_held"), F.col("_source_file").alias("_held_file"))
     )
+    newer = (
+        F.col("_held").isNull()
+        | (F.col("_held") < F.col("updated"))
+        | ((F.col("_held") == F.col("updated")) & (F.col("_held_file") < F.col("_source_file")))
+    )
+    same = (F.col("_held") == F.col("updated")) & (F.col("_held_file") == F.col("_source_file"))
     eligible = (
         best.join(current, "entry_id", "left")
-        .where(
-            F.col("_held").isNull()
-            | (F.col("_held") < F.col("updated"))
-            | ((F.col("_held") == F.col("updated")) & (F.col("_held_file") == F.col("_source_file")))
-        )
-        .select("dataset", "entry_id", "updated", "_source_file", "_held")
+        .where(newer | same)
+        .select("dataset", "entry_id", "updated", "_source_file", rules.DIGEST, "_held", newer.alias("_newer"))
         .localCheckpoint(eager=False)
     )
     # One job both materialises the checkpoint (before any MERGE changes `entries`) and counts what
@@ -188,7 +149,7 @@ def merge_silver(
     todo = eligible.agg(
         F.count("*").alias("eligible"),
         F.count("_held").alias("held"),  # eligible entries Silver held a version of
-        F.count_if(F.col("_held").isNull() | (F.col("_held") < F.col("updated"))).alias("newer"),
+        F.count_if("_newer").alias("newer"),
     ).first()
     assert todo is not None  # an aggregate without grouping has one row
     # Children of an older version exist only where Silver held the entry. Held ones are always
@@ -196,14 +157,17 @@ def merge_silver(
     # older children behind.
     held = bool(todo["held"])
     e = eligible.select(
-        "entry_id", F.col("updated").alias("_winner_updated"), F.col("_source_file").alias("_winner_file")
+        "entry_id",
+        F.col("updated").alias("_winner_updated"),
+        F.col("_source_file").alias("_winner_file"),
+        F.col(rules.DIGEST).alias("_winner_digest"),
     )
 
     def merge_entries() -> dict[str, int]:
         return _execute(
             target.alias("t")
-            .merge(_conform(best, "entries").alias("s"), _on(BUSINESS_KEYS["entries"], dataset))
-            .whenMatchedUpdateAll(condition="s.updated > t.updated")
+            .merge(_conform(best, "entries").alias("s"), rules.on(BUSINESS_KEYS["entries"], dataset))
+            .whenMatchedUpdateAll(condition=rules.ENTRY_REPLACES)
             .whenNotMatchedInsertAll(),
         )
 
@@ -211,8 +175,8 @@ def merge_silver(
         child = DeltaTable.forPath(spark, str(table_path(lake, table)))
         return _execute(
             child.alias("t")
-            .merge(eligible.alias("s"), f"t.dataset = '{dataset}' AND t.entry_id = s.entry_id")
-            .whenMatchedDelete(condition="t.entry_updated < s.updated"),
+            .merge(eligible.alias("s"), rules.on(("entry_id",), dataset))
+            .whenMatchedDelete(condition=rules.CHILD_IS_OLDER),
         )["deleted"]
 
     def insert_children(table: str) -> dict[str, int]:
@@ -223,16 +187,20 @@ def merge_silver(
             rows[table]
             .join(e, "entry_id")
             .where(
-                (F.col("entry_updated") == F.col("_winner_updated")) & (F.col("_source_file") == F.col("_winner_file"))
+                (F.col("entry_updated") == F.col("_winner_updated"))
+                & (F.col("_source_file") == F.col("_winner_file"))
+                & (F.col(rules.DIGEST) == F.col("_winner_digest"))
             )
-            .drop("_winner_updated", "_winner_file")
+            .drop("_winner_updated", "_winner_file", "_winner_digest")
             .withColumns(stamp)
         )
         if repeated_versions != 0:
             fresh = fresh.dropDuplicates(list(keys))
         child = DeltaTable.forPath(spark, str(table_path(lake, table)))
         return _execute(
-            child.alias("t").merge(_conform(fresh, table).alias("s"), _on(keys, dataset)).whenNotMatchedInsertAll(),
+            child.alias("t")
+            .merge(_conform(fresh, table).alias("s"), rules.on(keys, dataset))
+            .whenNotMatchedInsertAll(),
         )
 
     # Every write below is to its own table and decided by `eligible` (checkpointed above), so they run
@@ -316,10 +284,12 @@ def _insert_tombstones(
     if _known_empty(sizes, "tombstones"):
         return nothing_changed()
     log = DeltaTable.forPath(spark, str(table_path(lake, "tombstones")))
-    fresh = batch.dropDuplicates(list(BUSINESS_KEYS["tombstones"])).withColumns(stamp)
+    keys = BUSINESS_KEYS["tombstones"]
+    fresh = greatest(batch, keys, rules.TOMBSTONE_ORDER).withColumns(stamp)
     return _execute(
         log.alias("t")
-        .merge(_conform(fresh, "tombstones").alias("s"), _on(BUSINESS_KEYS["tombstones"], dataset))
+        .merge(_conform(fresh, "tombstones").alias("s"), rules.on(keys, dataset))
+        .whenMatchedUpdateAll(condition=rules.TOMBSTONE_REPLACES)
         .whenNotMatchedInsertAll(),
     )
 
@@ -353,7 +323,7 @@ def _apply_tombstones(
         .agg(F.max("deleted_at").alias("deleted_at"), F.max_by("deletion_type", "deleted_at").alias("deletion_type"))
     )
     entries = DeltaTable.forPath(spark, str(table_path(lake, "entries")))
-    applies = "s.deleted_at >= t.updated AND (t.deleted_at IS NULL OR t.deleted_at <> s.deleted_at)"
+    applies = rules.TOMBSTONE_APPLIES
     # Most batches have no tombstone that changes one of their entries, and a MERGE that changes
     # nothing still held the write's last round for 1-4 s (docs/benchmarks.md, speed log): asked first
     # with one small job. Race-free: a concurrent writer's tombstone committed after this read is
@@ -364,7 +334,7 @@ def _apply_tombstones(
         return 0
     applied = _execute(
         entries.alias("t")
-        .merge(latest.alias("s"), _on(("entry_id",), dataset))
+        .merge(latest.alias("s"), rules.on(("entry_id",), dataset))
         .whenMatchedUpdate(condition=applies, set={"deleted_at": "s.deleted_at", "deletion_type": "s.deletion_type"}),
     )
     return applied["updated"]
@@ -379,7 +349,7 @@ def insert_only(
     return _execute(
         DeltaTable.forPath(spark, str(path))
         .alias("t")
-        .merge(_conform(df, table).dropDuplicates(list(keys)).alias("s"), _on(keys, dataset))
+        .merge(_conform(df, table).dropDuplicates(list(keys)).alias("s"), rules.on(keys, dataset))
         .whenNotMatchedInsertAll(),
     )
 
@@ -393,7 +363,7 @@ def record_reconciliation(spark: SparkSession, lake: Path, dataset: str, df: Dat
     return _execute(
         DeltaTable.forPath(spark, str(path))
         .alias("t")
-        .merge(_conform(df, "reconciliation").alias("s"), _on(("source_file",), dataset))
-        .whenMatchedUpdateAll(condition="t.status <> s.status")
+        .merge(_conform(df, "reconciliation").alias("s"), rules.on(("source_file",), dataset))
+        .whenMatchedUpdateAll(condition=rules.RECONCILIATION_CHANGES)
         .whenNotMatchedInsertAll(),
     )

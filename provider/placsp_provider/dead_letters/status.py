@@ -1,4 +1,4 @@
-"""A replay's outcomes recorded on their dead letters, by delta-rs.
+"""A replay's outcomes recorded on their dead letters (`ingest.rules.STATUS_UPDATE`), by delta-rs.
 
 The status update reads and rewrites the files that hold the replayed dead letters, raw XML and all
 (~6.5 KB a record). On Spark that was one task reading, then one rewriting, ~1.2 s for 1,900 dead
@@ -15,10 +15,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-from placsp_provider.dead_letters.lifecycle import REPLAYED
-from placsp_provider.delta_rs.silver_write import is_commit_conflict
+from placsp_provider.ingest import rules
+from placsp_provider.ingest.retry import is_delta_rs_conflict, retry_on_conflict
 from placsp_provider.lake import DEAD_LETTER_TABLE, table_path
-from placsp_provider.spark.silver_merge import retry_on_conflict
 
 
 @dataclass(frozen=True)
@@ -37,7 +36,7 @@ def record_outcomes(lake: Path, dataset: str, run_id: str, changes: Sequence[Sta
     import pyarrow as pa
     from deltalake import DeltaTable
 
-    from placsp_provider.spark.tables import UTC_TS
+    from placsp_provider.ingest.tables import UTC_TS
 
     n = len(changes)
     source = pa.table(
@@ -54,16 +53,6 @@ def record_outcomes(lake: Path, dataset: str, run_id: str, changes: Sequence[Sta
             "at": pa.array([at] * n, UTC_TS),
         }
     )
-    replayed = f"s.new_status = '{REPLAYED}'"
-    updates = {
-        "status": "s.new_status",
-        "attempts": "CAST(t.attempts + 1 AS INT)",
-        "last_attempt_at": "s.at",
-        "replayed_at": f"CASE WHEN {replayed} THEN s.at ELSE t.replayed_at END",
-        "replay_run_id": f"CASE WHEN {replayed} THEN s.replay_run_id ELSE t.replay_run_id END",
-        "error_type": "coalesce(s.error_type, t.error_type)",
-        "error_message": "coalesce(s.error_message, t.error_message)",
-    }
 
     def update() -> int:
         merge = DeltaTable(str(table_path(lake, DEAD_LETTER_TABLE))).merge(
@@ -72,9 +61,9 @@ def record_outcomes(lake: Path, dataset: str, run_id: str, changes: Sequence[Sta
             source_alias="s",
             target_alias="t",
         )
-        unchanged = "t.status = s.was_status AND t.attempts = s.was_attempts AND t.raw_record = s.was_record"
-        return int(merge.when_matched_update(updates, predicate=unchanged).execute().get("num_target_rows_updated", 0))
+        done = merge.when_matched_update(rules.STATUS_UPDATE, predicate=rules.STATUS_UNCHANGED).execute()
+        return int(done.get("num_target_rows_updated", 0))
 
     return retry_on_conflict(
-        update, what=f"dataset {dataset}: replay {run_id}: dead-letter status update", conflict=is_commit_conflict
+        update, what=f"dataset {dataset}: replay {run_id}: dead-letter status update", conflict=is_delta_rs_conflict
     )

@@ -1,0 +1,181 @@
+"""Which engine ingests a batch, and the two small interfaces an engine is made of.
+
+An engine is a parser (pages in, rows staged as Parquet in the run's folder, a tally row set back)
+and a writer (the staged rows written into the Delta tables under `ingest.rules`):
+
+- `delta-rs`: this process parses (`InProcessParser`), delta-rs writes (`delta_rs.silver_job`);
+  `auto` takes it when the tables exist and the batch is at most `$PLACSP_DELTA_RS_MAX_MB` (64) MB.
+- `spark+delta-rs`: Spark's tasks parse (`spark.silver_job`), delta-rs writes; up to
+  `$PLACSP_DELTA_RS_WRITE_MAX_MB` (512) MB, and a fresh lake (Spark creates the tables).
+- `spark`: Spark parses, Spark's Delta MERGEs write (`spark.silver_merge`): larger batches.
+
+Parts are named here as `module:attribute` and imported when an engine is built, so this module,
+like the rest of `ingest/`, imports neither pyspark nor a writer (import-linter holds it to that).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import logging
+import os
+from collections.abc import Iterator, Mapping
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+from placsp_provider.bronze.manifest import LandedPage
+from placsp_provider.datasets import Dataset
+from placsp_provider.errors import ConfigError
+from placsp_provider.ingest.request import IngestRequest, manifest_pages, pages_to_ingest
+from placsp_provider.ingest.tables import tables_exist
+
+if TYPE_CHECKING:
+    from placsp_provider.ingest.batch import StagedBatch
+
+log = logging.getLogger(__name__)
+
+ENGINE_ENV = "PLACSP_INGEST_ENGINE"  # auto | spark | spark+delta-rs | delta-rs
+MAX_MB_ENV = "PLACSP_DELTA_RS_MAX_MB"
+DEFAULT_MAX_MB = 64.0
+WRITE_MAX_MB_ENV = "PLACSP_DELTA_RS_WRITE_MAX_MB"
+DEFAULT_WRITE_MAX_MB = 512.0
+SPARK, SPARK_DELTA_RS, DELTA_RS = "spark", "spark+delta-rs", "delta-rs"
+ENGINES = ("auto", SPARK, SPARK_DELTA_RS, DELTA_RS)
+_MB = 1024 * 1024
+
+# (parser, writer) of each engine, and where each part lives.
+ENGINE_PARTS = {DELTA_RS: ("in-process", "delta-rs"), SPARK_DELTA_RS: ("spark", "delta-rs"), SPARK: ("spark", "spark")}
+_PARSERS = {
+    "in-process": "placsp_provider.ingest.engines:InProcessParser",
+    "spark": "placsp_provider.spark.silver_job:SparkParser",
+}
+_WRITERS = {
+    "delta-rs": "placsp_provider.delta_rs.silver_job:DeltaRsWriter",
+    "spark": "placsp_provider.spark.silver_job:SparkWriter",
+}
+
+
+def choose_engine(request: IngestRequest, engine: str | None = None) -> str:
+    """`spark`, `spark+delta-rs` or `delta-rs` for this ingest. `engine` (else `$PLACSP_INGEST_ENGINE`,
+    else `auto`): `auto` takes delta-rs when the lake's tables exist and the pages still to ingest
+    are at most `$PLACSP_DELTA_RS_MAX_MB` MB, spark+delta-rs when they are at most
+    `$PLACSP_DELTA_RS_WRITE_MAX_MB` MB, Spark otherwise; any other value insists (`delta-rs` fails
+    on a lake without tables: Spark creates them)."""
+    engine = engine or os.environ.get(ENGINE_ENV) or "auto"
+    if engine not in ENGINES:
+        raise ConfigError(
+            f"dataset {request.dataset.key}: unknown ingest engine {engine!r} (argument or "
+            f"${ENGINE_ENV}); one of {', '.join(ENGINES)}"
+        )
+    if engine != "auto":
+        return engine
+    exists = tables_exist(request.lake)
+    pages = pages_to_ingest(request)[0] if exists else list(manifest_pages(request).values())
+    size = sum(p.bytes for p in pages)
+    if exists and size <= _limit_mb(MAX_MB_ENV, DEFAULT_MAX_MB) * _MB:
+        return DELTA_RS
+    return SPARK_DELTA_RS if size <= _limit_mb(WRITE_MAX_MB_ENV, DEFAULT_WRITE_MAX_MB) * _MB else SPARK
+
+
+def needs_spark(engine: str) -> bool:
+    return "spark" in ENGINE_PARTS[engine]
+
+
+def _limit_mb(name: str, default: float) -> float:
+    try:
+        return float(os.environ.get(name, default))
+    except ValueError:
+        raise ConfigError(f"${name} must be a number of MB, not {os.environ[name]!r}") from None
+
+
+class BatchParser(Protocol):
+    def stage(self, dataset: Dataset, lake: Path, pages: list[LandedPage], folder: Path) -> list[Mapping[str, Any]]:
+        """Parse `pages`, stage their rows under `folder`; the pages' tally rows (`staging.TALLY`)."""
+        ...
+
+    def create_tables(self, lake: Path, dataset: str) -> None:
+        """Create the lake's tables (a fresh lake), or say why this engine cannot."""
+        ...
+
+    def close(self) -> None:
+        """Release what the parser started (a Spark session of its own)."""
+        ...
+
+
+class BatchWriter(Protocol):
+    def write(self, batch: StagedBatch) -> dict[str, Any]:
+        """Write the staged batch (dead letters, Silver, then the reconciliation); what changed by table."""
+        ...
+
+
+class RowWriter(Protocol):
+    def write_rows(
+        self,
+        lake: Path,
+        dataset: str,
+        rows: Mapping[str, Any],
+        repeated_versions: int,
+        run_id: str,
+        started: datetime,
+    ) -> dict[str, Any]:
+        """Silver rows that are no staged batch (a replay's recovered records), under the same rules."""
+        ...
+
+
+def row_writer() -> RowWriter:
+    """The writer of rows without a batch: delta-rs, from this process."""
+    writer: RowWriter = _load(_WRITERS["delta-rs"])(None)
+    return writer
+
+
+class InProcessParser:
+    """Pages parsed one after another in this process, by the same `stage_page` a Spark task runs."""
+
+    def __init__(self, spark: Any = None) -> None:
+        del spark  # no engine session needed
+
+    def stage(self, dataset: Dataset, lake: Path, pages: list[LandedPage], folder: Path) -> list[Mapping[str, Any]]:
+        from placsp_provider.ingest.staging import read_page, stage_page
+
+        total, done = sum(p.bytes for p in pages), 0
+        tallies: list[Mapping[str, Any]] = []
+        for number, page in enumerate(pages, start=1):
+            data = read_page(str(lake / page.file), dataset=dataset, lake=str(lake))
+            tallies.extend(stage_page(data, dataset=dataset, source_file=page.file, staging=str(folder)).to_pylist())
+            done += page.bytes
+            log.info(
+                "dataset %s: page %d of %d parsed, %.1f of %.1f MB",
+                dataset.key,
+                number,
+                len(pages),
+                done / _MB,
+                total / _MB,
+            )
+        return tallies
+
+    def create_tables(self, lake: Path, dataset: str) -> None:
+        from placsp_provider.errors import BronzePageError
+
+        reason = "the lake's Delta tables do not exist yet: its first ingest runs on Spark (engine spark+delta-rs)"
+        raise BronzePageError(dataset, str(lake), reason, stage="ingest")
+
+    def close(self) -> None:
+        pass
+
+
+@contextlib.contextmanager
+def engine_parts(engine: str, spark: Any = None) -> Iterator[tuple[BatchParser, BatchWriter]]:
+    """The parser and writer of `engine`, built with `spark` (a SparkSession, or None: a part that
+    needs one starts a local one, stopped when the block ends, and the writer shares it)."""
+    parser_name, writer_name = ENGINE_PARTS[engine]
+    parser: BatchParser = _load(_PARSERS[parser_name])(spark)
+    try:
+        yield parser, _load(_WRITERS[writer_name])(getattr(parser, "spark", spark))
+    finally:
+        parser.close()
+
+
+def _load(target: str) -> Any:
+    module, _, attribute = target.partition(":")
+    return getattr(importlib.import_module(module), attribute)
