@@ -2,7 +2,7 @@
 `dead_letters` filtered in the Parquet scan, oldest first, at most `max_records`.
 
 A Spark query did this before (a Delta scan, a sort, a limit and a shuffle to spread the records over
-the cores): ~0.6 s of a 1,900-record replay's 1.3 s, where Arrow needs ~0.1 s (docs/benchmarks.md).
+the cores), most of a small replay's time (decision 0033).
 A replay holds at most `max_records` (10,000 by default) records of a few KB: they fit the driver.
 """
 

@@ -6,7 +6,7 @@ Tables are read through the same `DeltaTable` object that MERGEs them, so a writ
 in between fails the MERGE (delta-rs's conflict check) and the whole write is done again
 (`ingest.retry.retry_on_conflict`), deciding afresh from the new snapshot.
 
-A batch here fits the driver's memory (`silver_job.choose_engine`: up to
+A batch here fits the driver's memory (`ingest.engines.choose_engine`: up to
 `PLACSP_DELTA_RS_WRITE_MAX_MB` of pages): its rows are plain Arrow tables and the decisions
 (winners, eligible versions, due tombstones) are made in Python on them.
 """

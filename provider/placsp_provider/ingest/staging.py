@@ -32,7 +32,7 @@ from placsp_provider.parser.silver_schema import record_batch
 TABLES = (*SILVER_TABLES, DEAD_LETTER_TABLE)
 
 # Records parsed and turned into Arrow at a time. A whole page (500 entries, ~10,000 rows) held as
-# Python dicts was the peak of a worker's memory (~300 MB; docs/benchmarks.md, speed log): its Arrow
+# Python dicts was the peak of a worker's memory (~300 MB; decision 0007): its Arrow
 # batches are a fraction of that.
 RECORDS_PER_BATCH = 50
 
@@ -91,7 +91,7 @@ def read_page(spark_path: str, *, dataset: Dataset, lake: str) -> bytes:
 # run's staging folder, and sends back only a page's tally. Sending the rows themselves through
 # Spark (Arrow into the JVM, then its in-memory cache) cost the JVM 2 CPU s and the workers 0.6 per
 # 20 pages (471 MB) of a 2-core machine's ~12, the largest part of the ingest's per-page cost that
-# was not the parse (docs/benchmarks.md, speed log); the MERGEs read the staged files instead.
+# was not the parse (decision 0024); the MERGEs read the staged files instead.
 TALLY = pa.schema(
     [
         pa.field("source_file", pa.string(), nullable=False),
@@ -127,7 +127,7 @@ def stage_page(
     place whole or not at all); returns the page's tally (TALLY). Pure Python.
 
     A page's rows go into one Parquet row group per table: the MERGEs read every staged file, and a
-    row group per `records_per_batch` records cost them ~1 s per 10 pages (docs/benchmarks.md).
+    row group per `records_per_batch` records cost them ~1 s per 10 pages (decision 0024).
     """
     counts: Counter[tuple[str, str | None, str | None, str | None]] = Counter()
     batches: dict[str, list[pa.RecordBatch]] = {}

@@ -260,8 +260,8 @@ def parse_record(
 
 
 def _record_parser() -> etree.XMLParser:
-    # Whitespace-only text between elements is dropped by libxml2 (a fifth fewer instructions for a
-    # page): no field reads it, every text read is stripped, and the dead letter keeps the raw bytes.
+    # Whitespace-only text between elements is dropped by libxml2 (6% fewer instructions for a page:
+    # decision 0004): no field reads it, every text read is stripped, the dead letter keeps the raw bytes.
     return make_parser(remove_blank_text=True)
 
 

@@ -1,10 +1,8 @@
 """A class-data-sharing archive (Java's AppCDS) of the Spark driver: the classes Spark, Delta and our
 jobs load, mapped from one file at start-up instead of read, parsed and verified one by one.
 
-Every `placsp ingest`, every spark-submit of the DAGs and every test that starts a JVM pays that
-loading; a daily run pays it once per dataset. With the archive, a fresh process with a session and
-one Delta read takes ~6.9 s instead of ~10.0 s, and one with the ingest of a daily page into an
-existing lake ~29.0 s instead of ~34.3 s (docs/benchmarks.md, speed log).
+Every Spark run (`placsp ingest` on Spark, a spark-submit of the DAGs, a test that starts a JVM)
+pays that loading; the archive takes 3-5 s off each (decision 0021).
 
 `python -m placsp_provider.spark.class_archive build` (run by `make jars`) makes the archive once per
 JVM build, Spark installation and jar set: it ingests two bundled sample pages into a throwaway lake

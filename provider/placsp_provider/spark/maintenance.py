@@ -28,8 +28,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-# `VACUUM` lists a table with Spark jobs of this many tasks. Spark's default (10,000) took 32-35 s
-# per small table on 2 cores, 8 took 2.4-3.7 s (docs/benchmarks.md, speed log).
+# `VACUUM` lists a table with Spark jobs of this many tasks: Spark's default (10,000) took ten times
+# as long on a small table (decision 0017).
 VACUUM_LISTING_TASKS = 8
 _LISTING_TASKS_CONF = "spark.sql.sources.parallelPartitionDiscovery.parallelism"
 

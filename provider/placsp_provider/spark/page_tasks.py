@@ -5,9 +5,9 @@ closed when the next file would take it past the split size), with a split size 
 `spark.sql.files.maxPartitionBytes` (128 MiB). Parsing a page costs time in proportion to its bytes,
 so the ingest lasts as long as the busiest core. On few cores that packing can waste a third of it:
 20 pages of 23.5 MB on 2 cores become 5 tasks of 4 pages, run in 3 waves, the last on one core
-(docs/benchmarks.md, speed log). Here the split size is chosen by running Spark's packing and its
-task scheduling on the page sizes, for every candidate, and keeping the one that ends first. Pure
-Python: Spark is only told the chosen size (`page_task_split`), around the staging action.
+(decisions 0010, 0018). Here the split size is chosen by running Spark's packing and its task
+scheduling on the page sizes, for every candidate, and keeping the one that ends first. Pure Python:
+Spark is only told the chosen size (`page_task_split`), around the staging action.
 """
 
 from __future__ import annotations
@@ -89,7 +89,7 @@ def plan_page_tasks(
 
     Each task is charged one more `open_cost` on top of its files': starting a task (a Python worker's
     Arrow stream, the task's scheduling) costs about a small page, which is what makes 20 one-page
-    tasks slower than 4 of 5 pages (docs/benchmarks.md). Ties go to the larger split (fewer tasks).
+    tasks slower than 4 of 5 pages (decision 0010). Ties go to the larger split (fewer tasks).
     Never above `max_split`: the user's bound on a task's bytes stays a bound.
     """
     slots = max(1, slots)

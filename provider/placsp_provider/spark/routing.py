@@ -49,8 +49,7 @@ def stage_pages(spark: SparkSession, dataset: Dataset, lake: str, files: list[st
     `staging` (a folder every executor sees: in the lake); the frame of the pages' tallies (TALLY).
 
     Spark lists the files (a missing one fails here, before any work) and splits them into tasks by
-    size; each worker reads its pages itself (shipping their bytes through the JVM cost as much CPU
-    as a third of the parse: docs/benchmarks.md, speed log).
+    size; each worker reads its pages itself, not through the JVM (decision 0011).
     """
     from pyspark.sql.pandas.types import from_arrow_schema
 
@@ -68,9 +67,7 @@ def table_spark_schema(table: str) -> StructType:
 
 # -- replay: selected dead letters -> rows staged as Parquet, one outcome per dead letter back -------
 # The replay's parse is the ingest's (`parse_dead_letter`), and its rows are staged the same way: a
-# worker writes them as Parquet and sends back only what became of each dead letter. Routing the
-# rows through Spark and checkpointing them cost the replay ~1 s per 1,900 records against an ingest
-# of the same records (docs/benchmarks.md, replay section).
+# worker writes them as Parquet and sends back only what became of each dead letter (decision 0025).
 RECORD_KINDS = ("entry", "tombstone")  # what the replay re-parses; any other record kind stands for a file
 SELECTED_COLUMNS = ("dead_letter_id", "stage", "error_type", "record_kind", "source_file", "entry_id", "status")
 REPLAY_INPUT_COLUMNS = (

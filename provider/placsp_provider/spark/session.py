@@ -22,23 +22,21 @@ DELTA_CONF: dict[str, str] = {
     # Delta's small-table defaults (50 partitions for a snapshot) cost seconds on a laptop.
     "spark.databricks.delta.snapshotPartitions": "2",
     "spark.sql.session.timeZone": "UTC",
-    # Arrow record batches to Python workers: one row per batch. The ingest now sends page paths (each
-    # worker reads its page), but any frame of pages' bytes must not travel 4 to a batch: that cost a
-    # 20-page ingest ~290 MB more peak RSS (the JVM's Arrow buffers) and was slower (docs/benchmarks.md).
+    # Arrow record batches to Python workers: one row per batch. The ingest sends page paths, but any
+    # frame of pages' bytes must not travel 4 to a batch (the JVM's Arrow buffers: decision 0006).
     "spark.sql.execution.arrow.maxRecordsPerBatch": "1",
 }
 
 
 # C1 only: a PLACSP driver lives minutes, and C2's compile threads cost more CPU than its faster
-# code gives back on 2 cores (a 20-page ingest in a fresh process: 28% less CPU, 16% less time).
-# C1 alone reserves a 48 MB code cache, which a long session fills ("CodeCache is full. Compiler has
-# been disabled": the rest runs interpreted), so it gets C2's usual 240 MB (reserved, not resident).
-# Serial GC: a batch job needs no pause-time goals, and G1's concurrent threads and remembered sets
-# cost the 20-page ingest ~10% more CPU and ~70 MB (docs/benchmarks.md, speed log).
+# code gives back on 2 cores (decision 0006). C1 alone reserves a 48 MB code cache, which a long
+# session fills (the rest then runs interpreted), so it gets C2's usual 240 MB (reserved, not
+# resident). Serial GC: a batch job needs no pause-time goals, and G1's concurrent threads and
+# remembered sets cost ~10% more CPU and ~70 MB (decision 0008).
 DEFAULT_DRIVER_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m -XX:+UseSerialGC"
 # The work that needs memory (parsing) happens in Python workers, and Spark spills what does not fit:
-# 768 MB holds a 20-page (471 MB) ingest at the same speed as 1 GB, with ~240 MB less peak RSS. A
-# backfill of thousands of pages in one run may want more (`PLACSP_SPARK_DRIVER_MEMORY`).
+# 768 MB runs a 20-page ingest as fast as 1 GB with less peak RSS (decision 0008). A backfill of
+# thousands of pages in one run may want more (`PLACSP_SPARK_DRIVER_MEMORY`).
 DEFAULT_DRIVER_MEMORY = "768m"
 
 

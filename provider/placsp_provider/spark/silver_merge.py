@@ -98,15 +98,15 @@ def merge_silver(
 
     `sizes`: the rows of each table in `rows`, where the caller already counted them (the ingest's
     per-file tally). A MERGE whose source is known to be empty is not run: it would change nothing,
-    and even an empty MERGE costs a second and several Spark jobs. A table missing from `sizes` is
-    MERGEd whatever its size.
+    and even an empty MERGE costs a second and several Spark jobs (decision 0002). A table missing
+    from `sizes` is MERGEd whatever its size.
 
     `repeated_versions`: how many valid entry records of the batch's files repeat the (entry_id,
     updated) of an earlier record in the same file, where the caller counted them (the ingest's
     router). A version's child rows come from one file only (the winner's), and one record's child
     keys are unique (positions; lot ids are validated), so with none repeated the children need no
     dedup: Spark's dedup sorts every child row twice (first() of strings is a sort aggregate), the
-    largest per-row cost of the write (docs/benchmarks.md, speed log). None: not counted, dedup.
+    largest per-row cost of the write (decision 0020). None: not counted, dedup.
     """
     from delta.tables import DeltaTable
     from pyspark.sql import functions as F
@@ -205,11 +205,11 @@ def merge_silver(
 
     # Every write below is to its own table and decided by `eligible` (checkpointed above), so they run
     # at once, in two rounds: a MERGE of a few rows keeps the 2 cores busy only when others run beside
-    # it (docs/benchmarks.md, speed log). Round one: the entries MERGE, the old children's deletes
-    # where Silver held a version, the tombstone log's insert. Round two: what must follow the entries
-    # MERGE: the winners' children (inserted after their table's delete) and the tombstones applied to
-    # `entries`. A run that dies between commits leaves what a rerun completes: it decides again from
-    # the tables, and every step is idempotent (tests/reliability).
+    # it (decisions 0009, 0022). Round one: the entries MERGE, the old children's deletes where Silver
+    # held a version, the tombstone log's insert. Round two: what must follow the entries MERGE: the
+    # winners' children (inserted after their table's delete) and the tombstones applied to `entries`.
+    # A run that dies between commits leaves what a rerun completes: it decides again from the tables,
+    # and every step is idempotent (tests/reliability).
     first: dict[str, Callable[[], Any]] = {}
     if todo["newer"]:  # else every eligible version is already the one Silver holds
         first["entries"] = merge_entries
@@ -241,9 +241,9 @@ def run_together(spark: SparkSession, steps: Mapping[str, Callable[[], T]]) -> d
 
     A MERGE of a few rows spends most of its second or two on the driver (planning, reading the
     table's log, committing) with the 2 cores idle, so two such MERGEs side by side take little more
-    than one (docs/benchmarks.md, speed log). Every step is waited for, also when one fails: a
-    failed write is redone whole (`retry_on_conflict`), never while a step of it still runs. The
-    error raised is the first that is not a commit conflict, else the first conflict.
+    than one (decision 0009). Every step is waited for, also when one fails: a failed write is redone
+    whole (`retry_on_conflict`), never while a step of it still runs. The error raised is the first
+    that is not a commit conflict, else the first conflict.
     """
     from pyspark.util import inheritable_thread_target  # the job group and other local properties go along
 
@@ -325,9 +325,9 @@ def _apply_tombstones(
     entries = DeltaTable.forPath(spark, str(table_path(lake, "entries")))
     applies = rules.TOMBSTONE_APPLIES
     # Most batches have no tombstone that changes one of their entries, and a MERGE that changes
-    # nothing still held the write's last round for 1-4 s (docs/benchmarks.md, speed log): asked first
-    # with one small job. Race-free: a concurrent writer's tombstone committed after this read is
-    # applied by that writer's own run, which reads `entries` after its tombstone log's commit.
+    # nothing still held the write's last round for 1-4 s (decision 0026): asked first with one small
+    # job. Race-free: a concurrent writer's tombstone committed after this read is applied by that
+    # writer's own run, which reads `entries` after its tombstone log's commit.
     current = entries.toDF().where(F.col("dataset") == dataset).select("entry_id", "updated", "deleted_at")
     due = latest.alias("s").join(current.alias("t"), "entry_id").where(applies)
     if not due.take(1):
