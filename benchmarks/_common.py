@@ -1,8 +1,10 @@
 """What every benchmark shares: result types, machine facts, fresh-subprocess measurements.
 
 A benchmark module exposes `NAME`, `TITLE` and `run(quick: bool = False) -> BenchResult`;
-`benchmarks.run` does the rest (printing, JSON, docs/benchmarks.md). Lakes, Spark and Delta helpers
-for the Spark benchmarks are in `benchmarks/_lake.py`.
+`benchmarks.run` does the rest (printing, JSON, docs/benchmarks.md). A result is what its section
+of docs/benchmarks.md shows: the goals it measures, a table or two, a few figures; everything else
+goes to the raw JSON. Lakes, Spark and Delta helpers for the Spark benchmarks are in
+`benchmarks/_lake.py`.
 
 Memory is measured in a fresh child process per measurement (`python -m <module> --child spec.json`),
 so the high-water mark belongs to that measurement alone. It is read from `VmHWM` in
@@ -26,7 +28,7 @@ import tempfile
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -41,38 +43,32 @@ MB = 1e6
 
 @dataclass
 class Table:
-    title: str
     columns: list[str]
     rows: list[list[str]]
-    notes: list[str] = field(default_factory=list)
 
     def markdown(self) -> str:
-        out = [f"#### {self.title}", "", "| " + " | ".join(self.columns) + " |"]
-        out.append("|" + "|".join("---" for _ in self.columns) + "|")
-        out += ["| " + " | ".join(row) + " |" for row in self.rows]
-        if self.notes:
-            out.append("")
-            out += [f"- {note}" for note in self.notes]
-        return "\n".join(out)
+        lines = ["| " + " | ".join(self.columns) + " |", "|" + "---|" * len(self.columns)]
+        return "\n".join(lines + ["| " + " | ".join(row) + " |" for row in self.rows])
 
-    def text(self) -> str:
-        widths = [max(len(str(c)), *(len(r[i]) for r in self.rows)) for i, c in enumerate(self.columns)]
-        line = "  ".join(c.ljust(w) for c, w in zip(self.columns, widths, strict=True))
-        out = [self.title, line, "  ".join("-" * w for w in widths)]
-        out += ["  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)) for r in self.rows]
-        out += [f"  {n}" for n in self.notes]
-        return "\n".join(out)
+
+@dataclass
+class Goal:
+    what: str
+    target: str  # ">= 0.8x"
+    value: str  # as measured, formatted
+    met: bool
 
 
 @dataclass
 class BenchResult:
     name: str
     title: str
-    summary: str  # markdown paragraph: what was measured and how
+    summary: str  # markdown, a few sentences: what was measured and how
     tables: list[Table]
     raw: dict[Any, Any]  # JSON-able; keys become strings in the JSON
     seconds: float = 0.0
-    findings: list[str] = field(default_factory=list)  # markdown bullets
+    goals: list[Goal] = field(default_factory=list)
+    figures: list[str] = field(default_factory=list)  # markdown bullets: what the tables do not show
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -129,18 +125,11 @@ def _java_version() -> str:
 
 # -- child processes -------------------------------------------------------------------------------
 def peak_rss_mb() -> float:
-    """High-water RSS of this process's address space (VmHWM), in MB; ru_maxrss where /proc is missing."""
-    try:
-        status = Path("/proc/self/status").read_text()
-    except OSError:
-        return ru_maxrss_mb()
-    match = re.search(r"^VmHWM:\s*(\d+) kB", status, re.M)
-    return int(match.group(1)) * 1024 / MB if match else ru_maxrss_mb()
-
-
-def ru_maxrss_mb() -> float:
-    """`getrusage(RUSAGE_SELF).ru_maxrss` in MB (Linux reports KiB); inherited across execve, see above."""
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / MB
+    """High-water RSS of this process's address space (VmHWM), in MB (not `ru_maxrss`: see above)."""
+    match = re.search(r"^VmHWM:\s*(\d+) kB", Path("/proc/self/status").read_text(), re.M)
+    if match is None:
+        raise RuntimeError("no VmHWM in /proc/self/status: the benchmarks measure memory on Linux")
+    return int(match.group(1)) * 1024 / MB
 
 
 def cpu_seconds() -> float:
@@ -148,33 +137,9 @@ def cpu_seconds() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def run_child(module: str, payload: dict[str, Any], timeout: float = 600) -> dict[str, Any]:
-    """Run `python -m module --child <payload.json>` in a fresh interpreter; return its JSON answer."""
-    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as fh:
-        json.dump(payload, fh)
-        spec = fh.name
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH", "")]))
-    try:
-        done = subprocess.run(
-            [sys.executable, "-m", module, "--child", spec],
-            cwd=REPO,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-        )
-    finally:
-        os.unlink(spec)
-    lines = done.stdout.strip().splitlines()
-    if done.returncode != 0 or not lines:
-        tail = "\n".join(done.stderr.strip().splitlines()[-15:])
-        raise RuntimeError(f"benchmark child {module} failed (exit {done.returncode}):\n{tail}")
-    return json.loads(lines[-1])
-
-
 def child_main(handlers: Mapping[str, Callable[[dict[str, Any]], dict[str, Any]]]) -> None:
-    """Entry point of a child: `--child spec.json`, where spec["task"] names the handler."""
+    """Entry point of a child (`run_child`): `--child spec.json`, where spec["task"] names the handler;
+    its answer is the last line of stdout."""
     if len(sys.argv) != 3 or sys.argv[1] != "--child":
         raise SystemExit(f"usage: python -m {sys.argv[0]} --child spec.json (started by benchmarks.run)")
     payload = json.loads(Path(sys.argv[2]).read_text())
@@ -183,12 +148,6 @@ def child_main(handlers: Mapping[str, Callable[[dict[str, Any]], dict[str, Any]]
 
 
 # -- formatting ------------------------------------------------------------------------------------
-def median(values: list[float]) -> float:
-    ordered = sorted(values)
-    n = len(ordered)
-    return ordered[n // 2] if n % 2 else (ordered[n // 2 - 1] + ordered[n // 2]) / 2
-
-
 def f1(value: float) -> str:
     return f"{value:,.1f}"
 
@@ -197,29 +156,16 @@ def f2(value: float) -> str:
     return f"{value:,.2f}"
 
 
-def spec_table(
-    title: str, spec: Sequence[tuple[str, Callable[[Any], str]]], items: Iterable[Any], notes: Iterable[str] = ()
-) -> Table:
-    """A table from a spec: one (column, cell of an item) pair per column, one row per item."""
-    return Table(title, [column for column, _ in spec], [[cell(i) for _, cell in spec] for i in items], list(notes))
-
-
-def memory_cells(m: dict[str, Any]) -> tuple[str, str]:
-    """(peak RSS MB, detail) of a measurement: its process tree (`ProcessTree.report()` under "tree") or
-    one process (`peak_rss_mb` and `baseline_mb`)."""
+def peak_mb(m: dict[str, Any]) -> str:
+    """Peak RSS of a measurement: its process tree's (`ProcessTree.report()` under "tree", with the JVM's
+    share) or one process's (`peak_rss_mb`)."""
     tree = m.get("tree")
     if not tree:
-        return f1(m["peak_rss_mb"]), f"one process; {f1(m['peak_rss_mb'] - m['baseline_mb'])} over its baseline"
-    workers = (
-        f"Python workers {f1(tree['workers_hwm_max_mb'])} max / {f1(tree['workers_hwm_sum_mb'])} sum "
-        f"({tree['workers']} processes), "
-        if tree["workers"]
-        else "no Python workers, "
-    )
-    note = f"; {m['tree_note']}" if m.get("tree_note") else ""
-    return f1(tree["peak_total_mb"]), (
-        f"{f1(tree['baseline_total_mb'])} before the run; JVM {f1(tree['jvm_hwm_mb'])}, {workers}"
-        f"driver {f1(tree['driver_hwm_mb'])}{note}"
+        return f1(m["peak_rss_mb"])
+    return (
+        f"{f1(tree['peak_total_mb'])} (JVM {f1(tree['jvm_hwm_mb'])})"
+        if tree["jvm_hwm_mb"]
+        else f1(tree["peak_total_mb"])
     )
 
 
@@ -245,8 +191,6 @@ def busy_cpu_seconds() -> float:
 
 
 def reaped_children_cpu() -> float:
-    import resource
-
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     return usage.ru_utime + usage.ru_stime
 
@@ -267,51 +211,52 @@ def wait_for_quiet(max_wait: float, threshold: float = 0.3, window: float = 3.0)
             return time.monotonic() - started, busy
 
 
-def run_child_measured(module: str, payload: dict[str, Any], timeout: float = 1200) -> dict[str, Any]:
-    """`run_child`, plus how much CPU the rest of the machine used meanwhile (its busy CPU minus the
-    child's process tree, sampled from /proc): the noise next to the measurement."""
+def run_child(module: str, payload: dict[str, Any], timeout: float = 1200, measure: bool = False) -> dict[str, Any]:
+    """Run `python -m module --child <payload.json>` in a fresh interpreter; return its JSON answer. With
+    `measure`, also its whole process tree (sampled from /proc every 0.5 s) and how much CPU the rest of
+    the machine used meanwhile (its busy CPU minus the child's tree): the noise next to the measurement,
+    under "other_load"."""
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as fh:
         json.dump(payload, fh)
-        spec = fh.name
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH", "")]))
-    busy0, t0 = busy_cpu_seconds(), time.perf_counter()
-    reaped0 = reaped_children_cpu()
+    busy0, t0, reaped0 = (busy_cpu_seconds(), time.perf_counter(), reaped_children_cpu()) if measure else (0, 0, 0)
+    tree = None
     try:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", module, "--child", spec],
-            cwd=REPO,
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        tree = ProcessTree(interval=0.5, root=proc.pid)
-        tree.reset(clear=False)
-        tree.start()
+        command = [sys.executable, "-m", module, "--child", fh.name]
+        proc = subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        if measure:
+            tree = ProcessTree(interval=0.5, root=proc.pid)
+            tree.reset(clear=False)
+            tree.start()
         try:
             stdout, stderr = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            raise
         finally:
-            tree.stop()
+            if tree is not None:
+                tree.stop()
     finally:
-        os.unlink(spec)
-    wall = time.perf_counter() - t0
-    # The sampled tree misses the last half second of short-lived processes; what this process reaped
-    # (the child itself, not the JVM it leaves behind) is exact. Take the larger.
-    child_cpu = max(tree.cpu_seconds(), reaped_children_cpu() - reaped0)
-    foreign = max(busy_cpu_seconds() - busy0 - child_cpu, 0.0)
+        os.unlink(fh.name)
     lines = stdout.strip().splitlines()
     if proc.returncode != 0 or not lines:
         tail = "\n".join(stderr.strip().splitlines()[-15:])
-        raise RuntimeError(f"benchmark child {payload['task']} failed (exit {proc.returncode}):\n{tail}")
-    result = json.loads(lines[-1])
-    result["other_load"] = {
-        "wall_s": wall,
-        "child_cpu_s": child_cpu,
-        "other_cpu_s": foreign,
-        "cores": foreign / wall,
-        "tree": tree.report(),  # the child's whole process tree, sampled every 0.5 s
-    }
+        raise RuntimeError(f"benchmark child {module} {payload.get('task')} failed (exit {proc.returncode}):\n{tail}")
+    result: dict[str, Any] = json.loads(lines[-1])
+    if tree is not None:
+        wall = time.perf_counter() - t0
+        # The sampled tree misses the last half second of short-lived processes; what this process reaped
+        # (the child itself, not the JVM it leaves behind) is exact. Take the larger.
+        child_cpu = max(tree.cpu_seconds(), reaped_children_cpu() - reaped0)
+        other = max(busy_cpu_seconds() - busy0 - child_cpu, 0.0)
+        result["other_load"] = {
+            "wall_s": wall,
+            "child_cpu_s": child_cpu,
+            "other_cpu_s": other,
+            "cores": other / wall,
+            "tree": tree.report(),
+        }
     return result
 
 

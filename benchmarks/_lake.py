@@ -1,32 +1,31 @@
-"""Lakes and Delta for the Spark benchmarks: landed templates laid into fresh lakes, the project's
-SparkSession, a hash that makes Spark read every value, and where a run's time went from Delta's own
-table history (`operationMetrics`), so no provider function needs wrapping."""
+"""Lakes and Delta for the benchmarks: pages landed as extraction lands them and laid into fresh lakes,
+the project's SparkSession, a hash that makes Spark read every value, and where a run's time went from
+Delta's own table history (`operationMetrics`), so no provider function needs wrapping."""
 
 from __future__ import annotations
 
 import hashlib
 import os
 import shutil
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from benchmarks.pagegen import Corpus
+from typing import Any
 
 
-def land_template(corpus: Corpus, root: Path) -> Path:
-    """Bronze pages + one manifest, laid out as extraction does; children hard-link it into a fresh lake."""
+def land_template(files: Sequence[Path], root: Path, dataset: str) -> Path:
+    """Pages of `dataset` landed under `root` as extraction lands them (hard links, one manifest): a
+    lake's Bronze, or a template that `link_lake` lays into fresh lakes."""
     from placsp_provider.bronze.manifest import LandedPage, Manifest
     from placsp_provider.datasets import get_dataset
     from placsp_provider.feed.page_scan import scan_page
     from placsp_provider.feed.timestamps import isoformat
     from placsp_provider.lake import manifests_dir, page_file
 
-    ds = get_dataset(corpus.dataset_key)
+    ds = get_dataset(dataset)
     stamp = isoformat(datetime(2025, 11, 28, tzinfo=UTC))
     manifest = Manifest(ds.key, ds.syndication_id, "bench", stamp, stamp, stamp, "bench")
-    for path in corpus.files:
+    for path in files:
         sha = hashlib.sha256(path.read_bytes()).hexdigest()
         final = page_file(root, ds.key, path.name, sha)
         final.parent.mkdir(parents=True, exist_ok=True)

@@ -22,6 +22,7 @@ alternating order. Table generation is never timed.
 from __future__ import annotations
 
 import hashlib
+import statistics
 import tempfile
 import time
 from collections import Counter
@@ -30,7 +31,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from benchmarks._common import BenchResult, Table, child_main, f2, median, peak_rss_mb, run_child
+from benchmarks._common import BenchResult, Table, child_main, peak_rss_mb, run_child
 
 NAME = "dead_letters"
 TITLE = "Dead-letter threshold check (delta-rs, pruned) vs full table scan"
@@ -96,15 +97,7 @@ def run(quick: bool = False) -> BenchResult:
         "expected": {name: _expected(truth, sel) for name, sel in cases.items()},
         "measures": measures,
     }
-    return BenchResult(
-        name=NAME,
-        title=TITLE,
-        summary=_summary(cfg, table),
-        tables=_tables(raw),
-        raw=raw,
-        seconds=time.perf_counter() - started,
-        findings=_findings(raw),
-    )
+    return report(raw, time.perf_counter() - started)
 
 
 def _expected(truth: dict[str, Any], selection: dict[str, Any]) -> int:
@@ -316,70 +309,46 @@ _HANDLERS = {"check": _child_count, "run": _child_count, "backlog": _child_count
 
 # -- report ---------------------------------------------------------------------------------------
 _LABELS = {
-    "check": f"check: `count_dead_letters(dataset={CHECK_DATASET!r}, stages=[{CHECK_STAGE!r}])`",
-    "run": "sensor scope run: `dataset` + `run_id` (one commit)",
-    "backlog": "sensor scope backlog: `dataset` + `status = quarantined`",
-    "full_scan": "reference: full scan (every file and column into Arrow), then filter in pyarrow",
+    "check": f"`count_dead_letters(dataset={CHECK_DATASET!r}, stages=[{CHECK_STAGE!r}])`",
+    "run": "sensor scope run: `dataset` + `run_id`",
+    "backlog": "sensor scope backlog: `dataset` + `status`",
+    "full_scan": "reference: full scan into Arrow, then filter",
 }
 
 
-def _summary(cfg: Config, table: dict[str, Any]) -> str:
-    return (
-        f"A dead-letter Delta table of {table['rows']:,} rows in {table['files']} Parquet files "
-        f"({table['bytes'] / 1e6:,.0f} MB on disk, {cfg.runs} commits, partitioned by `dataset` over "
-        f"{len(_DATASETS)} datasets), written with delta-rs in the exact schema of the Silver ingest's table. "
-        "Each measurement runs in a fresh Python process (imports not timed), page cache warm; "
-        f"medians of {cfg.repeats} runs in alternating order. Every count is checked against the generator."
+def report(raw: dict[str, Any], seconds: float) -> BenchResult:
+    t, cfg = raw["table"], raw["config"]
+
+    def med(name: str, key: str = "seconds") -> float:
+        return statistics.median(m[key] for m in raw["measures"][name])
+
+    rows = [
+        [
+            label,
+            f"{raw['expected'][name]:,}",
+            f"{raw['files_opened'][name]} of {t['files']}",
+            f"{med(name):.3f}",
+            "1.00x" if name == "full_scan" else f"{med('full_scan') / med(name):,.1f}x faster",
+            f"{statistics.median(m['peak_rss_mb'] - m['baseline_rss_mb'] for m in raw['measures'][name]):,.0f}",
+        ]
+        for name, label in _LABELS.items()
+    ]
+    scans = [m["seconds"] for m in raw["measures"]["full_scan"]]
+    return BenchResult(
+        NAME,
+        TITLE,
+        f"A dead-letter table of {t['rows']:,} rows in {t['files']} files ({t['bytes'] / 1e6:,.0f} MB, {cfg['runs']} "
+        f"commits, partitioned by `dataset`), the ingest's schema, written by delta-rs. Fresh process per "
+        f"measurement, page cache warm, medians of {cfg['repeats']}; every count checked against the generator.",
+        [Table(["read", "matched", "files opened", "seconds", "vs full scan", "RSS over baseline MB"], rows)],
+        raw,
+        seconds,
+        figures=[
+            f"Full scan runs {min(scans):.2f}–{max(scans):.2f} s. The stage filter prunes no file (each mixes stages): "
+            "the saving is the partition, 4 of 18 columns and the pushed-down filter; a run's check opens only its "
+            "commit's file (`run_id` statistics)."
+        ],
     )
-
-
-def _tables(raw: dict[str, Any]) -> list[Table]:
-    full = median([m["seconds"] for m in raw["measures"]["full_scan"]])
-    rows = []
-    for name, label in _LABELS.items():
-        runs = raw["measures"][name]
-        seconds = median([m["seconds"] for m in runs])
-        rss = median([m["peak_rss_mb"] - m["baseline_rss_mb"] for m in runs])
-        rows.append(
-            [
-                label,
-                f"{raw['expected'][name]:,}",
-                f"{raw['files_opened'][name]} of {raw['table']['files']}",
-                f"{seconds:.3f}",
-                "1.00x" if name == "full_scan" else f"{full / seconds:,.1f}x faster",
-                f"{rss:,.0f}",
-            ]
-        )
-    notes = [
-        "Seconds per run: "
-        + "; ".join(f"{name} " + ", ".join(f2(m["seconds"]) for m in raw["measures"][name]) for name in _LABELS),
-        f"Table generation (not timed in the results): {raw['table']['generation_seconds']:.0f} s.",
-    ]
-    return [
-        Table(
-            title=f"One threshold check vs a full scan ({raw['table']['rows']:,} dead letters)",
-            columns=["read", "dead letters matched", "files opened", "seconds", "vs full scan", "RSS over baseline MB"],
-            rows=rows,
-            notes=notes,
-        )
-    ]
-
-
-def _findings(raw: dict[str, Any]) -> list[str]:
-    def med(name: str) -> float:
-        return median([m["seconds"] for m in raw["measures"][name]])
-
-    full = raw["measures"]["full_scan"][0]
-    return [
-        f"The check (one dataset, one stage) took {med('check'):.3f} s against {med('full_scan'):.2f} s for the "
-        f"full scan: {med('full_scan') / med('check'):,.0f}x. The full scan materialised "
-        f"{full['arrow_mb']:,.0f} MB of Arrow for {full['rows_read']:,} rows.",
-        f"The dataset partition leaves {raw['files_opened']['check']} of {raw['table']['files']} files; a stage "
-        "filter prunes no further file here because every run's file mixes all stages, so the rest of the saving "
-        "is the column projection (4 short columns instead of 18) and the filter pushed into the scan.",
-        f"A scope-run check opens {raw['files_opened']['run']} file(s): the run's own commit, found from the "
-        f"`run_id` min/max statistics in the Delta log ({med('run'):.3f} s).",
-    ]
 
 
 if __name__ == "__main__":

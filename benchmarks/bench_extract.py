@@ -7,14 +7,17 @@ in a fresh child interpreter, so its peak RSS (VmHWM, see benchmarks/_common.py 
 
 1. Throughput: 200 pages of 500 items (1044 entries, ~3 MB each, one corruption of every kind),
    walked from the head feed through `rel="next"` to the first page older than the window (201
-   pages visited), landed and counted. Repeated; the median is reported.
+   pages visited), landed and counted (the manifest's counts must equal the generator's). Repeated;
+   the median is reported.
 2. Reference, same run and same pages: a plain `requests` streaming download to disk, no
    hashing, no scanning, no fsync. extraction/reference = the cost of scanning and landing.
 3. Parts, same run and same pages, in a child of their own: the three public calls extraction is
    made of (`FeedClient.download`, `scan_page`, `land_atomically`), each timed around its call, page
    after page. The rest = extraction minus their sum. No provider function is wrapped or replaced:
    the split is of a separate run of the same calls, not of the extraction runs themselves.
-4. Flat memory: peak RSS (and Python heap via tracemalloc, in a separate run) for 1, 4 and 16 MB
+4. Page scan (issue 15's goal: >= 150 MB/s): `scan_page` over well-formed pages, page cache warm,
+   against the plain lxml passes that still see every record.
+5. Flat memory: peak RSS (and Python heap via tracemalloc, in a separate run) for 1, 4 and 16 MB
    pages of 643 entries, clean and with one page that is not well-formed.
 
 Corpus generation is never timed.
@@ -23,6 +26,7 @@ Corpus generation is never timed.
 from __future__ import annotations
 
 import shutil
+import statistics
 import tempfile
 import time
 from collections.abc import Callable
@@ -34,17 +38,15 @@ from typing import Any
 from benchmarks._common import (
     MB,
     BenchResult,
+    Goal,
     Table,
     child_main,
     corpus_facts,
     cpu_seconds,
     f1,
     f2,
-    median,
     peak_rss_mb,
-    ru_maxrss_mb,
     run_child,
-    spec_table,
 )
 from benchmarks.pagegen import CORRUPTION_KINDS, UNCLOSED_TAG, Corpus, chain_routes, generate_corpus
 
@@ -60,16 +62,14 @@ class Config:
     items_per_page: int = 500
     dataset: str = "agregadas"
     repeats: int = 3
-    trace_pages: int = 10  # pages of the tracemalloc run (Python heap), separate from the timed runs
     scaling_dataset: str = "licitaciones"
     scaling: tuple[tuple[int, int], ...] = ((1 << 20, 24), (4 << 20, 12), (16 << 20, 6))  # bytes, pages
     scan_sample_pages: int = 20
 
 
 FULL = Config()
-QUICK = Config(
-    pages=5, items_per_page=50, repeats=1, trace_pages=2, scaling=((128 << 10, 2), (512 << 10, 2)), scan_sample_pages=2
-)
+QUICK = Config(pages=5, items_per_page=50, repeats=1, scaling=((128 << 10, 2), (512 << 10, 2)), scan_sample_pages=2)
+SCAN_GOAL_MB_S = 150.0
 
 
 # -- parent ---------------------------------------------------------------------------------------
@@ -106,17 +106,7 @@ def run(quick: bool = False) -> BenchResult:
         "scan_cost": scan_cost,
         "scaling": scaling,
     }
-    landed, stop = corpus.pages[: cfg.pages], corpus.pages[cfg.pages]
-    summary = (
-        f"`extract_interval` (real `FeedClient`, landing, manifest) walks a chain of {cfg.pages} generated pages of "
-        f"{cfg.items_per_page} items (dataset `{cfg.dataset}`; {sum(p.entries for p in landed):,} entries and "
-        f"{sum(p.tombstones for p in landed):,} tombstones in {sum(p.bytes for p in landed) / MB:,.0f} MB; one "
-        f"corruption of each of the {len(CORRUPTION_KINDS)} kinds, {sum(not p.well_formed for p in landed)} pages "
-        f"not well-formed) served by `LoopbackSite` on 127.0.0.1, plus one older page ({stop.bytes / MB:.1f} MB) "
-        f"that stops the walk. Each measurement in a fresh Python process; peak RSS is its `VmHWM`, baseline the "
-        f"same mark before the run. Medians of {cfg.repeats} runs; method in `benchmarks/bench_extract.py`."
-    )
-    return BenchResult(NAME, TITLE, summary, _tables(raw), raw, time.perf_counter() - started)
+    return report(raw, time.perf_counter() - started)
 
 
 def _extract(corpus: Corpus, base_url: str, tmp: Path, pages: int, trace: bool = False) -> dict[str, Any]:
@@ -160,12 +150,13 @@ def _main_series(cfg: Config, corpus: Corpus, site: Any, tmp: Path) -> dict[str,
     runs: dict[str, list[dict[str, Any]]] = {"extract": [], "parts": [], "reference": []}
     for _ in range(cfg.repeats):
         runs["extract"].append(_extract(corpus, site.base_url, tmp, cfg.pages))
-        if runs["extract"][-1]["pages_visited"] != visited:
-            raise RuntimeError(f"the walk visited {runs['extract'][-1]['pages_visited']} pages, not {visited}")
+        last = runs["extract"][-1]
+        if last["pages_visited"] != visited or not last["counts_ok"]:
+            raise RuntimeError(f"the walk visited {last['pages_visited']} pages (not {visited}): {last['checks']}")
         for task in ("parts", "reference"):
             payload = {"task": task, "urls": urls, "base_url": site.base_url, "dataset": corpus.dataset_key}
             runs[task].append(_child_in_tmp(tmp, payload | {"land": cfg.pages}))
-    return runs | {"trace": _extract(corpus, site.base_url, tmp, cfg.trace_pages, trace=True)}
+    return runs
 
 
 def _scaling_point(cfg: Config, target: int, pages: int, tmp: Path) -> dict[str, Any]:
@@ -200,129 +191,71 @@ def _scaling_point(cfg: Config, target: int, pages: int, tmp: Path) -> dict[str,
 
 
 # -- report ---------------------------------------------------------------------------------------
-def _rate_cells(runs: list[dict[str, Any]]) -> list[str]:
-    """pages, MB, seconds, pages/s, MB/s, CPU s, peak RSS MB, over baseline MB of a series (medians)."""
-    secs, pages, size = median([r["seconds"] for r in runs]), runs[0]["pages_visited"], runs[0]["bytes_downloaded"]
-    peak, cpu = max(r["peak_rss_mb"] for r in runs), median([r["cpu_s"] for r in runs])
-    over = peak - median([r["baseline_mb"] for r in runs])
-    return [str(pages), f1(size / MB), f2(secs), f1(pages / secs), f1(size / MB / secs), f2(cpu), f1(peak), f1(over)]
+_PARTS = {"download": "download", "scan": "`scan_page`", "land": "`land_atomically`"}  # the parts child's timers
+_SCANS = ("scan_page", "iterparse_end_tag", "iterparse_end_tag_no_blanks")  # the scan_cost child's passes
 
 
-_PARTS = {  # the parts child's timers
-    "download": "download: HTTP GET, sha256, write temp file (`FeedClient.download`)",
-    "scan": "`scan_page` (hardened iterparse; byte scan for broken pages)",
-    "land": "`land_atomically` (fsync + rename)",
-}
-_SCALING: tuple[tuple[str, Callable[[dict[str, Any]], str]], ...] = (  # one row per page size
-    ("target page", lambda p: f"{p['target_bytes'] / (1 << 20):g} MiB"),
-    ("items/page", lambda p: f"{p['clean']['items_per_page']}"),
-    ("pages", lambda p: f"{p['pages']}"),
-    ("mean page MB", lambda p: f2(p["clean"]["mean_page_bytes"] / MB)),
-    ("seconds", lambda p: f2(p["clean"]["run"]["seconds"])),
-    ("MB/s", lambda p: f1(p["clean"]["run"]["bytes_downloaded"] / MB / p["clean"]["run"]["seconds"])),
-    ("peak RSS MB", lambda p: f1(p["clean"]["run"]["peak_rss_mb"])),
-    ("over baseline MB", lambda p: f1(p["clean"]["run"]["peak_rss_mb"] - p["clean"]["run"]["baseline_mb"])),
-    ("Python heap peak MB", lambda p: f2(p["clean"]["trace"]["traced_peak_mb"])),
-    ("1 page not well-formed: peak RSS MB", lambda p: f1(p["not_well_formed"]["run"]["peak_rss_mb"])),
-    ("…: Python heap peak MB", lambda p: f2(p["not_well_formed"]["trace"]["traced_peak_mb"])),
-)
+def report(raw: dict[str, Any], seconds: float) -> BenchResult:
+    cfg, main, sc, scaling = raw["config"], raw["main"], raw["scan_cost"], raw["scaling"]
+    ext, ref = main["extract"], main["reference"]
+    first, landed = ext[0], ext[0]["landed"]
 
+    def med(runs: list[dict[str, Any]], key: str = "seconds") -> float:
+        return statistics.median(r[key] for r in runs)
 
-def _tables(raw: dict[str, Any]) -> list[Table]:
-    main, sc, scaling = raw["main"], raw["scan_cost"], raw["scaling"]
-    ext, ref, trace = main["extract"], main["reference"], main["trace"]
-    ext_s, ref_s = median([r["seconds"] for r in ext]), median([r["seconds"] for r in ref])
+    def row(label: str, runs: list[dict[str, Any]]) -> list[str]:
+        peak = max(r["peak_rss_mb"] for r in runs)
+        mb_s = runs[0]["bytes_downloaded"] / MB / med(runs)
+        return [label, f2(med(runs)), f1(mb_s), f2(med(runs, "cpu_s")), f1(peak), f1(peak - med(runs, "baseline_mb"))]
 
-    def cpu(runs: list[dict[str, Any]]) -> float:  # moves less than wall time when other sessions load the machine
-        return median([r["cpu_s"] for r in runs])
+    parts = {label: statistics.median(r["timers"][k] for r in main["parts"]) for k, label in _PARTS.items()}
+    parts["the rest"] = med(ext) - sum(parts.values())
+    split = ", ".join(f"{label} {f2(sec)} s ({sec / med(ext):.0%})" for label, sec in parts.items())
+    scan = {k: f1(sc["bytes"] / MB / sc[f"{k}_s"]) for k in _SCANS}
+    scan_mb_s = sc["bytes"] / MB / sc["scan_page_s"]
 
-    checks = ext[0]["checks"]
-    throughput = Table(
-        f"Throughput: {ext[0]['landed']['pages']} pages landed, {ext[0]['pages_visited']} visited",
-        ["run", "pages", "MB", "seconds", "pages/s", "MB/s", "CPU s", "peak RSS MB", "over baseline MB"],
+    def memory(variant: str) -> str:
+        rss = " / ".join(f1(pt[variant]["run"]["peak_rss_mb"]) for pt in scaling)
+        return f"{rss} MB (Python heap {' / '.join(f2(pt[variant]['trace']['traced_peak_mb']) for pt in scaling)})"
+
+    summary = (
+        f"`extract_interval` walks {first['pages_visited']} generated pages ({first['bytes_downloaded'] / MB:,.1f} MB, "
+        f"`{cfg['dataset']}`) on 127.0.0.1 and lands {landed['pages']}: {landed['entries']:,} entries, "
+        f"{landed['tombstones']:,} tombstones, one corruption of each of the {len(CORRUPTION_KINDS)} kinds "
+        f"({landed['not_well_formed']} pages not well-formed), counts checked. Fresh process per measurement, medians "
+        f"of {cfg['repeats']}; peak RSS is `VmHWM`."
+    )
+    table = Table(
+        ["run", "seconds", "MB/s", "CPU s", "peak RSS MB", "over baseline MB"],
         [
-            ["extract_interval (download, sha256, scan, land, manifest)", *_rate_cells(ext)],
-            ["reference: requests stream to disk, nothing else", *_rate_cells(ref)],
-            ["extraction / reference", "", "", f"{ext_s / ref_s:.2f}x", "", "", f"{cpu(ext) / cpu(ref):.2f}x", "", ""],
-        ],
-        [
-            f"Peak RSS is VmHWM; `ru_maxrss` of the same extraction children reads "
-            f"{f1(max(r['ru_maxrss_mb'] for r in ext))} MB (Linux carries the parent's high-water mark across exec).",
-            f"Seconds per run: extraction {', '.join(f2(r['seconds']) for r in ext)}; reference "
-            f"{', '.join(f2(r['seconds']) for r in ref)}.",
-            f"Counts in the manifest vs the generator's: pages {checks['pages']}, entries {checks['entries']}, "
-            f"tombstones {checks['tombstones']}, not well-formed {checks['not_well_formed']}.",
-            f"Python heap peak (tracemalloc, separate run over {trace['landed']['pages']} pages): "
-            f"{f2(trace['traced_peak_mb'])} MB; peak RSS of that run {f1(trace['peak_rss_mb'])} MB.",
+            row("`extract_interval` (download, sha256, scan, land, manifest)", ext),
+            row("reference: `requests` stream to disk, nothing else", ref),
         ],
     )
-    parts = {label: median([r["timers"][k] for r in main["parts"]]) for k, label in _PARTS.items()}
-    parts["the rest (walk, decisions, manifest, logging)"] = ext_s - sum(parts.values())
-    breakdown = Table(
-        "Where extraction time goes (median run; the parts timed in a separate run of the same calls)",
-        ["part", "seconds", "share"],
-        [[label, f2(v), f"{v / ext_s:.0%}"] for label, v in parts.items()],
-        [
-            "The three parts are the public calls extraction makes for each page, timed one by one in a fresh "
-            "process over the same pages and site (runs of "
-            + ", ".join(f2(r["seconds"]) for r in main["parts"])
-            + " s); no provider function is wrapped. Shares are of the extraction's median; the rest is "
-            "that median minus the three parts, a difference of two runs (noisy, may be negative).",
-        ],
+    goal = Goal(
+        f"page scan, `scan_page` over {sc['pages']} well-formed pages",
+        f">= {SCAN_GOAL_MB_S:.0f} MB/s",
+        f"{scan['scan_page']} MB/s",
+        scan_mb_s >= SCAN_GOAL_MB_S,
     )
-    passes = {
-        "`scan_page` (hardened iterparse: end events of records, blank text dropped)": "scan_page",
-        "lxml iterparse end events filtered to entry/tombstone tags, same clearing": "iterparse_end_tag",
-        "the same, blank text dropped (`remove_blank_text`, as `scan_page`)": "iterparse_end_tag_no_blanks",
-    }
-    scan = Table(
-        f"Scan cost on {sc['pages']} well-formed pages ({f1(sc['bytes'] / MB)} MB, page cache warm, passes run "
-        f"round-robin, best of {SCAN_ROUNDS}, fresh process)",
-        ["pass", "seconds", "MB/s", "CPU s", "MB per CPU s"],
-        [
-            [label, f2(sc[f"{k}_s"]), f1(sc["bytes"] / MB / sc[f"{k}_s"])]
-            + ([f2(sc[f"{k}_cpu_s"]), f1(sc["bytes"] / MB / sc[f"{k}_cpu_s"])] if f"{k}_cpu_s" in sc else ["", ""])
-            for label, k in passes.items()
-            if f"{k}_s" in sc
-        ],
-        [
-            "Seconds of every round: "
-            + "; ".join(
-                f"{k} " + ", ".join(f2(x) for x in sc[f"{k}_runs_s"]) for k in passes.values() if f"{k}_runs_s" in sc
-            )
-            + "."
-        ]
-        if any(f"{k}_runs_s" in sc for k in passes.values())
-        else [],
-    )
-    first, last = scaling[0], scaling[-1]
-
-    def grew(variant: str, what: str) -> str:  # largest page / smallest page
-        pick = (lambda p: p["trace"]["traced_peak_mb"]) if what == "heap" else (lambda p: p["run"]["peak_rss_mb"])
-        return f"{pick(last[variant]) / pick(first[variant]):.2f}x"
-
-    size = last["clean"]["mean_page_bytes"] / first["clean"]["mean_page_bytes"]
-    memory = spec_table(
-        f"Peak memory vs page size (dataset `{raw['config']['scaling_dataset']}`, real 643 entries)",
-        _SCALING,
-        scaling,
-        [
-            f"Largest/smallest page: {size:.1f}x bigger pages; clean: peak RSS {grew('clean', 'rss')}, Python heap "
-            f"{grew('clean', 'heap')}; with one page not well-formed: peak RSS {grew('not_well_formed', 'rss')}, "
-            f"Python heap {grew('not_well_formed', 'heap')}.",
-            "Peak RSS from the timed run; Python heap from a separate tracemalloc run over the same pages "
-            "(tracemalloc sees Python objects only, not libxml2's C buffers).",
-        ],
-    )
-    return [throughput, breakdown, scan, memory]
+    cpu = med(ext, "cpu_s") / med(ref, "cpu_s")
+    sizes = " / ".join(f"{pt['target_bytes'] / (1 << 20):g}" for pt in scaling)
+    figures = [
+        f"Extraction takes {med(ext) / med(ref):.2f}x the reference's time ({cpu:.2f}x its CPU): {split}.",
+        f"Page scan ({sc['bytes'] / MB:,.1f} MB, cache warm, best of {SCAN_ROUNDS}): lxml iterparse of record end "
+        f"events {scan['iterparse_end_tag']} MB/s, without blank text "
+        f"{scan['iterparse_end_tag_no_blanks']} MB/s ([0003](decisions/0003-page-scan-end-events-only.md)).",
+        f"Memory does not follow page size: peak RSS for pages of {sizes} MiB "
+        f"{memory('clean')}; with one page not well-formed {memory('not_well_formed')}.",
+    ]
+    return BenchResult(NAME, TITLE, summary, [table], raw, seconds, [goal], figures)
 
 
 # -- children -------------------------------------------------------------------------------------
 def _process_facts(t0: float, cpu0: float, baseline: float) -> dict[str, float]:
     """Wall and CPU seconds since `t0`/`cpu0`, and this process's memory marks (see `_common`)."""
     seconds, cpu = time.perf_counter() - t0, cpu_seconds() - cpu0
-    memory = {"peak_rss_mb": peak_rss_mb(), "ru_maxrss_mb": ru_maxrss_mb(), "baseline_mb": baseline}
-    return {"seconds": seconds, "cpu_s": cpu, **memory}
+    return {"seconds": seconds, "cpu_s": cpu, "peak_rss_mb": peak_rss_mb(), "baseline_mb": baseline}
 
 
 def _child_extract(p: dict[str, Any]) -> dict[str, Any]:

@@ -12,7 +12,7 @@ sampled by `_common.ProcessTree`.
    the page's rows written as Parquet, what each Spark task does per page).
 2. Parse-and-route on Spark: `stage_pages` (a `binaryFile` listing + `mapInArrow(make_stager(...))`),
    every page's rows staged as Parquet and each page's tally collected.
-3. The whole `run_ingest` into a fresh lake (parse, route, reconcile, MERGE). Where its time goes
+3. The whole `ingest` (engine `spark`) into a fresh lake (parse, route, reconcile, MERGE). Where its time goes
    comes from Delta's own metrics (each commit's `operationMetrics` in the table history: MERGE
    `executionTimeMs`) and Spark's status tracker (jobs), never from wrapping provider functions.
 4. Issue 15's goals, each from whole fresh processes (what a spark-submit pays), timed by the parent:
@@ -33,7 +33,6 @@ are a static section of docs/benchmarks.md.
 
 from __future__ import annotations
 
-import dataclasses
 import gc
 import json
 import os
@@ -52,6 +51,7 @@ from benchmarks._common import (
     MB,
     REPO,
     BenchResult,
+    Goal,
     ProcessTree,
     Table,
     abba,
@@ -60,9 +60,9 @@ from benchmarks._common import (
     cpu_seconds,
     f1,
     f2,
-    memory_cells,
+    peak_mb,
     peak_rss_mb,
-    run_child_measured,
+    run_child,
     wait_for_quiet,
 )
 from benchmarks._lake import (
@@ -74,7 +74,7 @@ from benchmarks._lake import (
     merge_wall_seconds,
     spark_session,
 )
-from benchmarks.pagegen import DEFAULT_NEWEST, Corpus, generate_corpus
+from benchmarks.pagegen import DEFAULT_NEWEST, generate_corpus
 
 NAME = "silver"
 TITLE = "Silver ingest (parse-and-route on Spark, whole ingest)"
@@ -127,13 +127,13 @@ RECORD_CONTENTS = "PLACSP_BENCH_RECORD_CONTENTS"
 # the N-page one; the fixed cost: the one-page ingest over the bare session): run interleaved.
 PAIRED: tuple[tuple[str, str], ...] = (("fresh_half", "fresh_all"), ("one_page", "bare"))
 
-# Issue 15's goals (`issues show 15`): (label, measure key, goal).
-GOALS: tuple[tuple[str, str, str], ...] = (
-    ("whole ingest, marginal: 2N pages minus N pages, fresh processes (speed vs reference)", "marginal", ">= 0.5x"),
-    ("fixed cost: one small page into an existing lake / bare SparkSession + one Delta read (time)", "fixed", "<= 2.0"),
-    ("parse-and-route on 2 cores (speed vs reference)", "route", ">= 0.8x"),
-    ("peak RSS of the whole ingest, process tree (MB)", "rss", "<= 2048"),
-)
+# Issue 15's goals (`issues show 15`): key -> (what, target); `_goal_values` measures them.
+GOALS: dict[str, tuple[str, str]] = {
+    "route": ("parse-and-route on 2 cores, speed vs the 1-core reference", ">= 0.8x"),
+    "marginal": ("whole ingest, marginal (2N minus N pages, fresh processes), speed vs the reference", ">= 0.5x"),
+    "fixed": ("fixed cost: a daily page into a lake / a bare SparkSession + one Delta read", "<= 2.0"),
+    "rss": ("peak RSS of the fresh 2N-page ingest, process tree", "<= 2,048 MB"),
+}
 
 
 # -- parent ---------------------------------------------------------------------------------------
@@ -158,56 +158,33 @@ def run(quick: bool = False) -> BenchResult:
             "cores": cfg.cores,
         }
         noise = {"waited_s": 0.0, "repeated_s": 0.0}
+
+        def land(name: str, files: list[Path]) -> str:
+            return str(land_template(files, tmp / f"bronze-{name}", _DATASET))
+
+        def fresh(template: str, lake: str, engine: str = "spark", base_lake: str = "") -> dict[str, Any]:
+            """A whole fresh process: `ingest` of the template's pages into `lake` (a copy of `base_lake`)."""
+            return {"task": "fresh_ingest", "template": template, "lake": str(tmp / lake), "engine": engine} | (
+                {"base_lake": str(tmp / base_lake)} if base_lake else {}
+            )
+
+        every, one = land("all", clean.files), land("one", later.files)
         spec: dict[str, dict[str, Any]] = {
             "reference": {},
             "single": {"repeats": cfg.single_repeats},
             "spark_route": {"repeats": cfg.route_repeats},
-            "spark_ingest": {
-                "template": str(land_template(clean, tmp / "bronze-template")),
-                "warm_template": str(land_template(warm, tmp / "bronze-warm")),
-                "lake": str(tmp / "lake"),
-            },
+            "spark_ingest": {"template": every, "warm_template": land("warm", warm.files), "lake": str(tmp / "lake")},
             # Whole fresh processes from here on: the parent's wall time of each child is the measure.
             # `placsp ingest`'s default engine (auto: Spark parses, delta-rs writes a batch this size).
-            "fresh_half": {
-                "task": "fresh_ingest",
-                "template": str(land_template(_first(clean, cfg.half), tmp / "bronze-half")),
-                "lake": str(tmp / "lake-half"),
-                "engine": "auto",
-            },
-            "fresh_all": {
-                "task": "fresh_ingest",
-                "template": str(tmp / "bronze-template"),
-                "lake": str(tmp / "lake-all"),
-                "engine": "auto",
-            },
+            "fresh_half": fresh(land("half", clean.files[: cfg.half]), "lake-half", "auto"),
+            "fresh_all": fresh(every, "lake-all", "auto"),
             # What a batch above $PLACSP_DELTA_RS_WRITE_MAX_MB takes: Spark parses and MERGEs.
-            "fresh_all_spark": {
-                "task": "fresh_ingest",
-                "template": str(tmp / "bronze-template"),
-                "lake": str(tmp / "lake-all-spark"),
-            },
+            "fresh_all_spark": fresh(every, "lake-all-spark"),
             "bare": {"task": "bare_session", "lake": str(tmp / "lake-half")},
             # What `placsp ingest` does by default (engine auto: delta-rs for a page into existing tables).
-            "one_page": {
-                "task": "fresh_ingest",
-                "template": str(land_template(later, tmp / "bronze-one")),
-                "base_lake": str(tmp / "lake-half"),
-                "lake": str(tmp / "lake-half-plus-one"),
-                "engine": "auto",
-            },
-            "one_page_spark": {
-                "task": "fresh_ingest",
-                "template": str(tmp / "bronze-one"),
-                "base_lake": str(tmp / "lake-half"),
-                "lake": str(tmp / "lake-half-plus-one-spark"),
-            },
-            "one_stale_page": {
-                "task": "fresh_ingest",
-                "template": str(land_template(_first(warm, 1), tmp / "bronze-one-stale")),
-                "base_lake": str(tmp / "lake-half"),
-                "lake": str(tmp / "lake-half-plus-stale"),
-            },
+            "one_page": fresh(one, "lake-half-plus-one", "auto", "lake-half"),
+            "one_page_spark": fresh(one, "lake-half-plus-one-spark", base_lake="lake-half"),
+            "one_stale_page": fresh(land("stale", warm.files[:1]), "lake-half-plus-stale", base_lake="lake-half"),
         }
         measures: dict[str, dict[str, Any]] = {}
         for key, payload in spec.items():
@@ -215,8 +192,8 @@ def run(quick: bool = False) -> BenchResult:
                 continue
             pair = next((p for p in PAIRED if key in p), None)
             if pair is None:  # one warm-session child, or a whole-process run compared with nothing
-                fresh = payload.get("task") in ("fresh_ingest", "bare_session")
-                runs = cfg.fresh_repeats if fresh else 1
+                whole = payload.get("task") in ("fresh_ingest", "bare_session")
+                runs = cfg.fresh_repeats if whole else 1
                 measures[key] = _best_of(runs, cfg, {**base, "task": key, **payload}, noise)
                 continue
             payloads = {k: {**base, "task": k, **spec[k]} for k in pair}
@@ -232,15 +209,7 @@ def run(quick: bool = False) -> BenchResult:
     out.mkdir(parents=True, exist_ok=True)
     (out / f"silver-measures{'-quick' if quick else ''}.json").write_text(json.dumps(raw, indent=2, default=str))
     raw["contents"] = _check_contents(raw, quick)
-    return BenchResult(
-        name=NAME,
-        title=TITLE,
-        summary=_summary(cfg, clean, noise),
-        tables=_tables(raw),
-        raw=raw,
-        seconds=time.perf_counter() - started,
-        findings=_findings(raw),
-    )
+    return report(raw, time.perf_counter() - started)
 
 
 def _quietest(cfg: Config, payload: dict[str, Any], noise: dict[str, float]) -> dict[str, Any]:
@@ -250,7 +219,7 @@ def _quietest(cfg: Config, payload: dict[str, Any], noise: dict[str, float]) -> 
     t0 = time.perf_counter()
     for _ in range(cfg.attempts):
         waited, busy = wait_for_quiet(cfg.quiet_wait_s)
-        result = run_child_measured(_MODULE, payload)
+        result = run_child(_MODULE, payload, measure=True)
         result["quiet_wait"] = {"waited_s": waited, "other_cores_before": busy}
         tries.append(result)
         other = result["other_load"]
@@ -304,12 +273,7 @@ def _fastest(results: list[dict[str, Any]]) -> dict[str, Any]:
     return best
 
 
-def _first(corpus: Corpus, n: int) -> Corpus:
-    """The corpus's first (newest) `n` pages."""
-    return dataclasses.replace(corpus, files=corpus.files[:n], pages=corpus.pages[:n])
-
-
-_SAME = "the same in every ingest of the whole corpus in the run (Spark's MERGEs; delta-rs writing Spark's parse)"
+_SAME = "equal in every ingest of the run (Spark's MERGEs; delta-rs writing Spark's parse)"
 
 
 def _check_contents(raw: dict[str, Any], quick: bool) -> dict[str, Any]:
@@ -347,7 +311,7 @@ def _check_contents(raw: dict[str, Any], quick: bool) -> dict[str, Any]:
         )
     return {
         "tables": got,
-        "verdict": f"{_SAME} and equal to {CONTENTS.name} (recorded {expected['recorded']} at {expected['commit']})",
+        "verdict": f"{_SAME} and to {CONTENTS.name} (recorded {expected['recorded']} at {expected['commit']})",
     }
 
 
@@ -357,131 +321,86 @@ def _commit() -> str:
 
 
 # -- report ---------------------------------------------------------------------------------------
-def _summary(cfg: Config, clean: Corpus, noise: dict[str, float]) -> str:
-    return (
-        f"Corpus: {len(clean.pages)} generated pages of {cfg.items_per_page} items (dataset `{_DATASET}`, "
-        f"pool `{_POOL}`: byte copies of the real 643 entries, ids and timestamps changed), "
-        f"{clean.total_entries:,} entries and {clean.total_tombstones:,} tombstones in "
-        f"{clean.bytes / MB:,.0f} MB ({clean.bytes / len(clean.pages) / MB:.1f} MB per page), no corruption; "
-        f"page cache warm. Every measurement runs in a fresh Python process; Spark ones (`local[{cfg.cores}]`, "
-        "the project's `get_session`) run the same job on a 2-page warm-up corpus first. Best of "
-        f"{cfg.repeats} runs for the reference, of {cfg.route_repeats} for parse-and-route, one run of the "
-        "single-process passes and of the ingest (all runs in the raw JSON). Memory: peak RSS of the whole "
-        "process tree (driver + JVM + Python workers, sampled) and each process's `VmHWM`. Before each child "
-        f"the run waits (up to {cfg.quiet_wait_s:.0f} s) for the machine to go idle and runs a child again (up "
-        f"to {cfg.attempts} attempts, quietest kept) when other processes used more than {cfg.noise_cores} "
-        f"cores meanwhile; this run waited {noise['waited_s']:.0f} s and repeated {noise['repeated_s']:.0f} s."
-    )
+def report(raw: dict[str, Any], seconds: float) -> BenchResult:
+    cfg, c, ms, noise = raw["config"], raw["corpus"], raw["measures"], raw["noise"]
+    ref, single, route, ing = ms["reference"], ms["single"], ms["spark_route"], ms["spark_ingest"]
+    cores, pages, half = cfg["cores"], cfg["pages"], cfg["pages"] // 2
 
+    def row(label: str, n: int, m: dict[str, Any], key: str = "") -> list[str]:
+        """One row: `best_s`/`cpu_s_best` of a measure, or `<key>_s`/`<key>_cpu` of the single-process one."""
+        sec, cpu = (m[f"{key}_s"], m[f"{key}_cpu"]) if key else (m["best_s"], m["cpu_s_best"])
+        return [label, str(n), f2(sec), f"{ref['best_s'] / sec:.2f}x", f2(cpu), peak_mb(m)]
 
-def _tables(raw: dict[str, Any]) -> list[Table]:
-    c, ms = raw["corpus"], raw["measures"]
-    size, entries = c["bytes"], c["entries"]
-    ref = ms["reference"]["best_s"]
-    route, single, ing = ms["spark_route"], ms["single"], ms["spark_ingest"]
-
-    def row(label: str, m: dict[str, Any], cores: str, key: str | None = None) -> list[str]:
-        sec = m[f"{key}_s"] if key else m["best_s"]
-        cpu = m[f"{key}_cpu"] if key else m["cpu_s_best"]
-        peak, detail = memory_cells(m)
-        return [
-            label,
-            cores,
-            f2(sec),
-            f1(size / MB / sec),
-            f"{entries / sec:,.0f}",
-            f"{ref / sec:.2f}x",
-            f2(cpu),
-            peak,
-            detail,
-        ]
-
-    reference = (
-        "lxml iterparse reference: id, updated, title, folder id, status, project name/type, total amount, "
-        "CPVs, lots, results, winners (+ tombstones)"
-    )
-    throughput = Table(
-        title=f"Throughput on {c['pages']} pages, {size / MB:,.0f} MB, {entries:,} entries + "
-        f"{c['tombstones']:,} tombstones",
-        columns=[
-            "what",
-            "cores",
-            "seconds",
-            "MB/s",
-            "entries/s",
-            "speed vs lxml reference",
-            "CPU s",
-            "peak RSS MB",
-            "memory detail (MB)",
-        ],
-        rows=[
-            row(reference, ms["reference"], "1"),
-            row("`parse_page`, one process", single, "1", "parse_page"),
-            row("`stage_page` (= `parse_page` + its rows as Parquet), one process", single, "1", "stage_page"),
-            row(
-                "**Spark parse-and-route**: `stage_pages` (listing + `mapInArrow(make_stager)`: rows staged as "
-                "Parquet, tallies collected), "
-                f"{route['partitions']} partitions",
-                route,
-                "2",
-            ),
-            row("**whole `run_ingest`** into a fresh lake (parse, route, reconcile, Spark's MERGEs)", ing, "2"),
-        ],
-        notes=[
-            "speed vs lxml reference = reference seconds / these seconds (above 1: faster than the reference). "
-            "CPU s: user + system CPU of the process tree during the run (Spark: driver, JVM, Python workers).",
-            f"Rows out, ours: {_counts_text(route['counts'])}; the reference counted "
-            f"{_counts_text(ms['reference']['counts'])}.",
-            "Seconds per run: "
-            + "; ".join(f"{k} {', '.join(f2(s) for s in m['runs_s'])}" for k, m in ms.items() if "runs_s" in m),
+    table = Table(
+        ["what", "cores", "seconds", "speed vs reference", "CPU s", "peak RSS MB"],
+        [
+            row("lxml iterparse reference (the core fields)", 1, ref),
+            row("`parse_page`, one process", 1, single, "parse_page"),
+            row("`stage_page` (+ rows as Parquet), one process", 1, single, "stage_page"),
+            row(f"Spark parse-and-route: `stage_pages`, {route['partitions']} partitions", cores, route),
+            row("whole `ingest`, fresh lake, engine `spark`, warm session", cores, ing),
         ],
     )
-    ratios = Table(
-        title="Ratios (same run, same pages)",
-        columns=["ratio", "wall time", "CPU time"],
-        rows=[
-            [
-                "parse-and-route on 2 cores vs single-core lxml reference (speed)",
-                f"{ref / route['best_s']:.2f}x",
-                f"{ms['reference']['cpu_s_best'] / route['cpu_s_best']:.2f}x",
-            ],
-            [
-                "whole ingest vs single-core lxml reference (speed)",
-                f"{ref / ing['best_s']:.2f}x",
-                f"{ms['reference']['cpu_s_best'] / ing['cpu_s_best']:.2f}x",
-            ],
-            [
-                "`stage_page` vs `parse_page`, one process (time)",
-                f"{single['stage_page_s'] / single['parse_page_s']:.3f}",
-                f"{single['stage_page_cpu'] / single['parse_page_cpu']:.3f}",
-            ],
-        ],
-        notes=["CPU-time ratios compare the CPU each side burnt; they move less than wall time on a busy machine."],
+    values = _goal_values(raw)
+    rounds = {"marginal": _marginal_rounds(raw), "fixed": _fixed_rounds(ms)}
+    goals = []
+    for key, (what, target) in GOALS.items():
+        value, met = values[key]
+        unit = {"rss": "", "fixed": "", "marginal": "x", "route": "x"}[key]
+        shown = f"{f1(value)} MB" if key == "rss" else f"{value:.2f}{unit}"
+        if len(rounds.get(key, [])) > 1:
+            shown += f" (rounds {min(rounds[key]):.2f}{unit}–{max(rounds[key]):.2f}{unit})"
+        goals.append(Goal(what, target, shown, met))
+
+    def sec(key: str) -> str:
+        return f2(ms[key]["process_s"])
+
+    def vs_bare(key: str) -> str:
+        return f"{ms[key]['process_s'] / ms['bare']['process_s']:.2f}x"
+
+    run = ing["run"]
+    tables = ", ".join(f"{t} {v['rows']:,}" for t, v in raw["contents"]["tables"].items())
+    figures = [
+        f"Parse-and-route's ceiling: `stage_page` needs {f2(single['stage_page_cpu'])} CPU s on one core, so {cores} "
+        f"workers with no Spark overhead at all would reach {ref['best_s'] / (single['stage_page_cpu'] / cores):.2f}x.",
+        f"Marginal, default engine ({ms['fresh_all']['engine']}): {half} pages {sec('fresh_half')} s, {pages} pages "
+        f"{sec('fresh_all')} s (fastest runs; [0016](decisions/0016-goal-pairs-abba-median-of-five.md), "
+        f"[0031](decisions/0031-spark-parses-delta-rs-writes.md)); {pages} pages on Spark alone "
+        f"{sec('fresh_all_spark')} s, peak RSS {f1(ms['fresh_all_spark']['ingest_tree']['peak_total_mb'])} MB.",
+        f"Fixed cost: a page of {raw['one_page_entries']} newer versions into a copy of the {half}-page lake, default "
+        f"engine ({ms['one_page']['engine']}) {sec('one_page')} s, against a session plus a count of `entries` "
+        f"{sec('bare')} s ([0029](decisions/0029-small-batches-ingested-by-delta-rs.md)); on Spark "
+        f"{sec('one_page_spark')} s ({vs_bare('one_page_spark')}); a page all older than the lake's, on Spark, "
+        f"{sec('one_stale_page')} s ({vs_bare('one_stale_page')}, the floor; "
+        "[0012](decisions/0012-fixed-cost-probe-page-newer-versions.md)).",
+        f"Warm `spark` ingest: MERGEs {f2(run['merge_execution_s'])} s summed, at once during "
+        f"{f2(run['merge_wall_s'])} s ({run['merge_wall_s'] / ing['best_s']:.0%}); {run['spark_jobs']} Spark jobs; "
+        f"2 pages {f2(ing['warm_s'])} s as the JVM's first Delta work, {f2(ing['small']['seconds'])} s warm.",
+        f"Silver contents ({tables} rows): {raw['contents']['verdict']}.",
+    ]
+    summary = (
+        f"{pages} generated pages of {cfg['items_per_page']} items (`{_DATASET}`, copies of the real {_POOL} entries), "
+        f"{c['entries']:,} entries + {c['tombstones']:,} tombstones in {c['bytes'] / MB:,.0f} MB, page cache warm. "
+        f"Fresh process per measurement; Spark ones (`local[{cores}]`) after a {cfg['warm_pages']}-page warm-up. Peak "
+        f"RSS: the process tree (driver, JVM, workers). Waited {noise['waited_s']:.0f} s for an idle machine."
     )
-    return [throughput, ratios, _goals_table(raw), _ingest_table(ing)]
+    return BenchResult(NAME, TITLE, summary, [table], raw, seconds, goals, figures)
 
 
-def _goal_values(raw: dict[str, Any]) -> dict[str, tuple[float, float | None, bool]]:
-    """Per goal of GOALS: (wall value, CPU value or None, met). A pair's wall value is the median of its
-    rounds (`_paired`), not the fastest of one side against the fastest of the other: those can come
-    from different states of the machine (06:13 run: best against best 0.38x, rounds 0.36x-0.45x)."""
-    c, ms = raw["corpus"], raw["measures"]
-    ref = ms["reference"]
-    ref_cpu_speed = c["bytes"] / ref["cpu_s_best"]
-    half, full = ms["fresh_half"]["other_load"], ms["fresh_all"]["other_load"]
+def _goal_values(raw: dict[str, Any]) -> dict[str, tuple[float, bool]]:
+    """Per goal of GOALS: (value, met). A pair's value is the median of its rounds (`_paired`), not the
+    fastest of one side against the fastest of the other: those can come from different states of the
+    machine ([0016](docs/decisions/0016-goal-pairs-abba-median-of-five.md))."""
+    ms = raw["measures"]
     marginal = statistics.median(_marginal_rounds(raw))
-    marginal_cpu = full["child_cpu_s"] - half["child_cpu_s"]
-    marginal_c = raw["half_bytes"] / marginal_cpu / ref_cpu_speed if marginal_cpu > 0 else float("inf")
-    fixed = statistics.median(one / bare for one, bare in _paired(ms, "one_page", "bare"))
-    fixed_c = ms["one_page"]["other_load"]["child_cpu_s"] / ms["bare"]["other_load"]["child_cpu_s"]
-    route = ms["spark_route"]
-    route_speed = ref["best_s"] / route["best_s"]
+    fixed = statistics.median(_fixed_rounds(ms))
+    route = ms["reference"]["best_s"] / ms["spark_route"]["best_s"]
     rss = ms["fresh_all"]["ingest_tree"]["peak_total_mb"]
     return {
-        "marginal": (marginal, marginal_c, marginal >= 0.5),
-        "fixed": (fixed, fixed_c, fixed <= 2.0),
-        "route": (route_speed, ref["cpu_s_best"] / route["cpu_s_best"], route_speed >= 0.8),
-        "rss": (rss, None, rss <= 2048),
+        "route": (route, route >= 0.8),
+        "marginal": (marginal, marginal >= 0.5),
+        "fixed": (fixed, fixed <= 2.0),
+        "rss": (rss, rss <= 2048),
     }
 
 
@@ -505,208 +424,16 @@ def _marginal_rounds(raw: dict[str, Any]) -> list[float]:
     ]
 
 
+def _fixed_rounds(ms: dict[str, Any]) -> list[float]:
+    """The fixed cost of each round: the one-page ingest's seconds over the bare session's."""
+    return [one / bare for one, bare in _paired(ms, "one_page", "bare")]
+
+
 def _class_archive() -> str:
-    """The class archive the children's driver JVMs map (spark/class_archive.py), or ""."""
+    """The class archive the children's driver JVMs map (spark/class_archive.py), or "" (for the raw JSON)."""
     from placsp_provider.spark.class_archive import archive_options
 
     return archive_options("")
-
-
-def _class_archive_note(raw: dict[str, Any]) -> str:
-    if raw.get("class_archive"):
-        return "maps the class archive `make jars` builds (bare session and ingests alike)"
-    return "starts without a class archive (none built for this JVM, Spark and jars, or switched off)"
-
-
-def _pair_note(raw: dict[str, Any]) -> str:
-    """Each round of the two pairs, and what the fastest of each side would give instead of the median."""
-    ms = raw["measures"]
-    marginals = _marginal_rounds(raw)
-    fixed = [one / bare for one, bare in _paired(ms, "one_page", "bare")]
-    if min(len(marginals), len(fixed)) < 2:
-        return ""
-    ref_speed = raw["corpus"]["bytes"] / ms["reference"]["best_s"]
-    best_gap = ms["fresh_all"]["process_s"] - ms["fresh_half"]["process_s"]
-    best_marginal = raw["half_bytes"] / best_gap / ref_speed if best_gap > 0 else float("inf")
-    return (
-        " A pair's goal value is the median of its rounds (the i-th run of each side): the marginal of each "
-        f"round {', '.join(f'{m:.2f}x' for m in marginals)}; the fixed cost of each round "
-        f"{', '.join(f'{r:.2f}' for r in fixed)}. The fastest run of one side against the fastest of the "
-        f"other, which can pair different states of the machine (the estimator until 2026-12-03), gives "
-        f"{best_marginal:.2f}x and {ms['one_page']['process_s'] / ms['bare']['process_s']:.2f}."
-    )
-
-
-def _merged(measure: dict[str, Any]) -> str:
-    """What the run's MERGEs changed, from its summary: `entries +0 ~19 -0, lots ...`."""
-    merge = measure.get("summary", {}).get("merge")
-    if not merge:
-        return "changes not recorded"
-    parts = [
-        f"{table} +{m.get('inserted', 0)} ~{m.get('updated', 0)} -{m.get('deleted', 0)}"
-        for table, m in merge.items()
-        if any(m.get(k) for k in ("inserted", "updated", "deleted"))
-    ]
-    return "rows inserted/updated/deleted: " + (", ".join(parts) or "none")
-
-
-def _spark_page_note(raw: dict[str, Any]) -> list[str]:
-    ms = raw["measures"]
-    spark = ms.get("one_page_spark")
-    if spark is None:
-        return []
-    return [
-        f"The same page on Spark (`--engine spark`, the fixed-cost measure until 2026-12-03; "
-        f"{_merged(spark)}): {f2(spark['process_s'])} s, {spark['process_s'] / ms['bare']['process_s']:.2f}x "
-        "the bare session."
-    ]
-
-
-def _stale_page_note(raw: dict[str, Any]) -> list[str]:
-    ms = raw["measures"]
-    stale = ms.get("one_stale_page")
-    if stale is None:
-        return []
-    return [
-        f"The floor of a Spark run: a page of {raw['one_stale_page_entries']} entries, all older than the "
-        f"versions the lake holds ({_merged(stale)}), took {f2(stale['process_s'])} s, "
-        f"{stale['process_s'] / ms['bare']['process_s']:.2f}x the bare session (until 2026-12-02 this page "
-        "was the fixed-cost measure)."
-    ]
-
-
-def _spark_write_note(raw: dict[str, Any]) -> list[str]:
-    m = raw["measures"].get("fresh_all_spark")
-    if not m:
-        return []
-    runs = " / ".join(f2(x) for x in m.get("process_runs_s", [m["process_s"]]))
-    return [
-        f"The same {raw['config']['pages']} pages parsed and MERGEd by Spark (`--engine spark`, what a "
-        f"batch above `$PLACSP_DELTA_RS_WRITE_MAX_MB` takes), fresh process: {f2(m['process_s'])} s (runs "
-        f"{runs}), peak RSS of the ingest {f1(m['ingest_tree']['peak_total_mb'])} MB; against "
-        f"{f2(raw['measures']['fresh_all']['process_s'])} s and "
-        f"{f1(raw['measures']['fresh_all']['ingest_tree']['peak_total_mb'])} MB by the default engine."
-    ]
-
-
-def _goals_table(raw: dict[str, Any]) -> Table:
-    ms, values = raw["measures"], _goal_values(raw)
-    rows = []
-    for label, key, goal in GOALS:
-        wall, cpu, met = values[key]
-        unit = "" if key in ("fixed", "rss") else "x"
-        shown = f1(wall) if key == "rss" else f"{wall:.2f}{unit}"
-        rows.append([label, shown, f"{cpu:.2f}{unit}" if cpu else "", goal, "yes" if met else "**no**"])
-    secs = {k: f2(ms[k]["process_s"]) for k in ("fresh_half", "fresh_all", "bare", "one_page")}
-    runs = ", ".join(
-        f"{k} {' / '.join(f2(x) for x in ms[k].get('process_runs_s', [ms[k]['process_s']]))}"
-        for k in ("fresh_half", "fresh_all", "one_page", "one_page_spark", "one_stale_page", "bare")
-        if k in ms
-    )
-    tables_rows = ", ".join(f"{t} {v['rows']:,}" for t, v in raw["contents"]["tables"].items())
-    cfg = raw["config"]
-    return Table(
-        title="Issue 15's goals (same run)",
-        columns=["goal", "wall time", "CPU time", "goal", "met (wall)"],
-        rows=rows,
-        notes=[
-            f"Fresh processes, from the process's start to the end of its work (Python start, imports, the "
-            f"SparkSession and its JVM included; copying a lake excluded): ingest of the {cfg['pages'] // 2} newest "
-            f"pages into a fresh lake {secs['fresh_half']} s, of all {cfg['pages']} {secs['fresh_all']} s; the "
-            f"marginal speed is the {raw['half_bytes'] / MB:,.0f} MB of the older pages over the difference, against "
-            f"the reference's MB/s. CPU: of each child's process tree. Every child's driver JVM "
-            f"{_class_archive_note(raw)}. Both ingests by `placsp ingest`'s default engine "
-            f"({ms['fresh_all'].get('engine', 'spark')}).",
-            *_spark_write_note(raw),
-            f"Fixed cost: one page of {raw['one_page_entries']} entries, newer versions of entries the lake "
-            f"holds (what a daily run brings; {_merged(ms['one_page'])}), ingested into (a copy of) the "
-            f"{cfg['pages'] // 2}-page lake by `placsp ingest`'s default engine "
-            f"({ms['one_page'].get('engine', 'spark')}) {secs['one_page']} s, against a SparkSession plus a count "
-            f"of the entries Delta table {secs['bare']} s.",
-            *_spark_page_note(raw),
-            *_stale_page_note(raw),
-            f"The seconds above are the fastest of each measure's whole-process runs: "
-            f"{cfg.get('paired_repeats', 1)} of each side of a goal's pair (the two fresh ingests; the one-page "
-            f"ingest and the bare session), run in ABBA order (a, b, b, a, ...) so a slow spell of the machine "
-            f"cannot land on one side only, and {cfg.get('fresh_repeats', 1)} of the page on Spark and of the "
-            f"stale page. Seconds of every run, in the order each side ran: {runs}.{_pair_note(raw)}",
-            f"Peak RSS: the fresh {cfg['pages']}-page ingest's whole process tree (driver, JVM, Python workers) "
-            "from the session's start to the end of `run_ingest`, sampled every 0.5 s by the child; the same "
-            f"child including the contents check after the ingest peaked at "
-            f"{f1(ms['fresh_all']['other_load']['tree']['peak_total_mb'])} MB. Page scan speed (>= 150 MB/s) is in the "
-            "extraction section; replay vs ingest in the replay section.",
-            f"Silver contents ({tables_rows} rows): {raw['contents']['verdict']}.",
-        ],
-    )
-
-
-def _ingest_table(ing: dict[str, Any]) -> Table:
-    run = ing["run"]
-    rows = []
-    by_table: dict[str, list[dict[str, Any]]] = {}
-    for commit in run["commits"]:
-        by_table.setdefault(commit["table"], []).append(commit)
-    for table, ops in sorted(by_table.items()):
-        merges = [o for o in ops if o["operation"] == "MERGE"]
-        changed = Counter[str]()
-        for o in ops:
-            for key in ("numTargetRowsInserted", "numTargetRowsUpdated", "numTargetRowsDeleted"):
-                changed[key] += o["metrics"].get(key, 0)
-        rows.append(
-            [
-                table,
-                ", ".join(f"{op} {n}" for op, n in sorted(Counter(o["operation"] for o in ops).items())),
-                f2(sum(o["metrics"].get("executionTimeMs", 0) for o in merges) / 1e3),
-                f"{changed['numTargetRowsInserted']:,} / {changed['numTargetRowsUpdated']:,} / "
-                f"{changed['numTargetRowsDeleted']:,}",
-            ]
-        )
-    merge_s, merge_wall = run["merge_execution_s"], run["merge_wall_s"]
-    small = ing["small"]
-    return Table(
-        title=f"Where the whole ingest's time goes ({f2(ing['best_s'])} s), from Delta's table history",
-        columns=[
-            "table",
-            "commits of the run",
-            "MERGE execution s (Delta `executionTimeMs`)",
-            "inserted / updated / deleted",
-        ],
-        rows=rows,
-        notes=[
-            f"MERGE execution in all: {f2(merge_s)} s summed over the MERGEs; they run at once where they write "
-            f"different tables, so MERGEs ran during {f2(merge_wall)} s of the ingest "
-            f"({merge_wall / ing['best_s']:.0%}); "
-            "the rest (reading and routing the pages, per-file counts, table creation, history reads) "
-            f"{f2(ing['best_s'] - merge_wall)} s. {run['spark_jobs']} Spark jobs (status tracker).",
-            f"Fixed cost: the same ingest of 2 small pages ({ing['small_entries']} entries) into a fresh lake took "
-            f"{f2(ing['warm_s'])} s as the first Delta work of the JVM (what a fresh spark-submit pays) and "
-            f"{f2(small['seconds'])} s warm, MERGEs running during {f2(small['merge_wall_s'])} s of it "
-            f"({f2(small['merge_execution_s'])} s summed).",
-        ],
-    )
-
-
-def _counts_text(counts: dict[str, int]) -> str:
-    return ", ".join(f"{v:,} {k}" for k, v in sorted(counts.items()))
-
-
-def _findings(raw: dict[str, Any]) -> list[str]:
-    ms = raw["measures"]
-    ref, route, ing, single = ms["reference"], ms["spark_route"], ms["spark_ingest"], ms["single"]
-    cores = raw["config"]["cores"]
-    ceiling = ref["best_s"] / (single["stage_page_cpu"] / cores)
-    return [
-        f"Parse-and-route on {cores} cores runs at {ref['best_s'] / route['best_s']:.2f}x the single-core lxml "
-        f"reference's speed, burning {f2(route['cpu_s_best'])} CPU s against the reference's "
-        f"{f2(ref['cpu_s_best'])}; `stage_page` alone needs {f2(single['stage_page_cpu'])} CPU s on one core, so "
-        f"{cores} workers with no Spark overhead at all would reach {ceiling:.2f}x.",
-        f"The whole ingest takes {f2(ing['best_s'])} s ({ref['best_s'] / ing['best_s']:.2f}x the reference's "
-        f"speed), MERGEs running during {ing['run']['merge_wall_s'] / ing['best_s']:.0%} of it; a 2-page "
-        f"ingest takes {f2(ing['small']['seconds'])} s warm, the fixed cost of a run of any size.",
-        f"Memory: the JVM grows to {f1(route['tree']['jvm_hwm_mb'])} MB during parse-and-route, each Python worker "
-        f"peaks at {f1(route['tree']['workers_hwm_max_mb'])} MB; one process running `parse_page` over every page "
-        f"peaks at {f1(single['peak_rss_mb'])} MB.",
-    ]
 
 
 # -- children: shared ------------------------------------------------------------------------------
@@ -914,7 +641,6 @@ def _child_spark_route(p: dict[str, Any]) -> dict[str, Any]:
         "cpu_s_best": cpus[best],
         "cpu_runs": cpus,
         "tree": tree.report(),
-        "tree_note": "fresh JVM after a 2-page warm-up",
         "partitions": partitions,
         "counts": counts,
     }
@@ -969,7 +695,6 @@ def _child_spark_ingest(p: dict[str, Any]) -> dict[str, Any]:
         "best_s": seconds,
         "cpu_s_best": tree.cpu_seconds() - cpu0,
         "tree": tree.report(),
-        "tree_note": "fresh JVM after a 2-page warm-up ingest",
         "run": run,
         "warm_s": warm_s,
         "small": {

@@ -56,8 +56,8 @@ Usage::
 
     corpus = generate_corpus(tmp, pages=20, items_per_page=500, corruption_rate=0.002, seed=1)
     corpus.files, corpus.total_entries, corpus.ground_truth       # pages on disk, truths
-    chain = generate_chain(pages=5, items_per_page=50, seed=1)     # in memory, for LoopbackSite
-    site = LoopbackSite(chain.routes)                              # head at chain.head_path
+    chain = generate_corpus(tmp, pages=5, items_per_page=50, seed=1, head=True)
+    site = LoopbackSite(chain_routes(chain))                       # the newest page is the head feed
 """
 
 from __future__ import annotations
@@ -67,7 +67,7 @@ import random
 import re
 import zipfile
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta, tzinfo
 from pathlib import Path
 from typing import Any
@@ -276,27 +276,6 @@ class Corpus:
     def dataset_key(self) -> str:
         return self.spec.dataset_key
 
-    def to_json(self) -> dict[str, Any]:
-        """Facts and ground truth as plain JSON types (timestamps as RFC 3339 UTC)."""
-        return _facts_json(self.spec, self.pages, self.ground_truth) | {"files": [str(f) for f in self.files]}
-
-
-@dataclass
-class Chain:
-    """A generated live chain in memory: `routes` maps URL paths to page bytes for `LoopbackSite`."""
-
-    spec: CorpusSpec
-    head_path: str  # /sindicacion/sindicacion_<id>/<base>.atom
-    routes: dict[str, bytes]
-    pages: list[PageFacts]
-    ground_truth: list[Corruption]
-    total_entries: int
-    total_tombstones: int
-    bytes: int
-
-    def to_json(self) -> dict[str, Any]:
-        return _facts_json(self.spec, self.pages, self.ground_truth) | {"head_path": self.head_path}
-
 
 # -- public functions -----------------------------------------------------------------------------
 def generate_corpus(
@@ -335,55 +314,14 @@ def generate_corpus(
     )
 
 
-def generate_chain(
-    pages: int = 10,
-    items_per_page: int = 500,
-    corruption_rate: float = 0.0,
-    seed: int = 0,
-    dataset_key: str = "agregadas",
-    **options: Any,
-) -> Chain:
-    """The same pages as `generate_corpus(..., head=True)`, in memory, keyed by URL path.
-
-    The newest page is served as the head feed `/sindicacion/sindicacion_<id>/<base>.atom`; older
-    pages follow through `rel="next"`. For large chains prefer `generate_corpus(head=True)` plus
-    `chain_routes(corpus)`, which serves the files from disk.
-    """
-    options = {**options, "head": True}
-    spec = CorpusSpec(pages, items_per_page, corruption_rate, seed, dataset_key, **options)
-    _require_live(spec.dataset)
-    plan = _plan(spec)
-    routes: dict[str, bytes] = {}
-    facts: list[PageFacts] = []
-    for page_facts, body in _render(spec, plan):
-        routes[_url_path(spec.dataset, page_facts.file)] = body
-        facts.append(page_facts)
-    return Chain(
-        spec=spec,
-        head_path=_url_path(spec.dataset, spec.dataset.head_file),
-        routes=routes,
-        pages=facts,
-        ground_truth=plan.ground_truth,
-        total_entries=sum(p.entries for p in facts),
-        total_tombstones=sum(p.tombstones for p in facts),
-        bytes=sum(p.bytes for p in facts),
-    )
-
-
 def chain_routes(corpus: Corpus) -> dict[str, Route]:
     """URL path -> page file for a corpus generated with `head=True` (LoopbackSite reads files lazily)."""
     ds = corpus.spec.dataset
-    _require_live(ds)
+    if not ds.has_live_feed:
+        raise ValueError(f"dataset {ds.key} publishes annual archives only: it has no live chain to serve")
     if not corpus.spec.head:
         raise ValueError("chain_routes needs a corpus generated with head=True (its newest page is the head feed)")
-    return {_url_path(ds, path.name): path for path in corpus.files}
-
-
-def pool_stats(entry_pool: str) -> dict[str, float]:
-    """Number of real entries in a pool and their mean/min/max size in bytes."""
-    templates = _templates(entry_pool)
-    sizes = [t.size for t in templates]
-    return {"entries": len(sizes), "mean": sum(sizes) / len(sizes), "min": min(sizes), "max": max(sizes)}
+    return {f"/sindicacion/{ds.folder}/{path.name}": path for path in corpus.files}
 
 
 # -- real entries ---------------------------------------------------------------------------------
@@ -866,38 +804,3 @@ def _tombstone(item: _Item, inline: bool) -> bytes:
         f'    <at:deleted-entry ref="{item.ident}" when="{_stamp(item.when)}">'
         f'<at:comment type="{comment}"/></at:deleted-entry>\n'
     ).encode()
-
-
-# -- helpers --------------------------------------------------------------------------------------
-def _url_path(ds: Dataset, file: str) -> str:
-    return f"/sindicacion/{ds.folder}/{file}"
-
-
-def _require_live(ds: Dataset) -> None:
-    if not ds.has_live_feed:
-        raise ValueError(f"dataset {ds.key} publishes annual archives only: it has no live chain to serve")
-
-
-def _facts_json(spec: CorpusSpec, pages: list[PageFacts], truth: list[Corruption]) -> dict[str, Any]:
-    def page_json(p: PageFacts) -> dict[str, Any]:
-        out = asdict(p)
-        for key in ("newest", "oldest", "published"):
-            out[key] = _utc(out[key])
-        return out
-
-    spec_json = asdict(spec)
-    spec_json["newest"] = _utc(spec.newest)
-    spec_json["item_spacing"] = spec.item_spacing.total_seconds()
-    spec_json["mix"] = dict(spec.mix) if spec.mix is not None else None
-    return {
-        "spec": spec_json,
-        "pages": [page_json(p) for p in pages],
-        "ground_truth": [asdict(c) | {"facts": dict(c.facts)} for c in truth],
-        "total_entries": sum(p.entries for p in pages),
-        "total_tombstones": sum(p.tombstones for p in pages),
-        "bytes": sum(p.bytes for p in pages),
-    }
-
-
-def _utc(value: datetime) -> str:
-    return value.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")

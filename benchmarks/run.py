@@ -5,9 +5,11 @@
     .venv/bin/python -m benchmarks.run --quick          # tiny sizes, smoke test only: docs untouched
 
 A benchmark is a module with `NAME`, `TITLE` and `run(quick: bool = False) -> BenchResult`
-(see benchmarks/_common.py); add it to BENCHMARKS below, one line. A section of docs/benchmarks.md
-whose name is not a benchmark here (e.g. `xml_reader_study`, a one-off study whose code is gone) is
-static: every run keeps it as it is, after the benchmarks' sections.
+(see benchmarks/_common.py); add it to BENCHMARKS below, one line. Its section of docs/benchmarks.md
+is short on purpose: its goals (target, value, met), a table or two, a few figures, the rerun
+command; the rest is in the raw JSON, why a figure is what it is in docs/decisions/. A section whose
+name is not a benchmark here (e.g. `xml_reader_study`, a one-off study whose code is gone) is static:
+every run keeps it as it is, where it is (before the benchmarks' sections if it was, else after).
 """
 
 from __future__ import annotations
@@ -33,13 +35,13 @@ BENCHMARKS: tuple[str, ...] = (
 
 DOCS = REPO / "docs" / "benchmarks.md"
 OUT = REPO / "benchmarks" / "out"
+LIMIT = 15_000  # bytes of docs/benchmarks.md (issue 32): a section that grows past it says too much
 _HEADER = """# Benchmarks
 
-Measured with `make bench` (which runs `.venv/bin/python -m benchmarks.run`); this file is rewritten
-by it, one section per benchmark (a run of one benchmark keeps the other sections; a study run once
-is kept as a static section that names its date and code revision). Raw results go
-to `benchmarks/out/*.json` (not committed). The numbers are from one machine: compare ratios
-measured in the same run rather than absolute figures across machines.
+Written by `make bench` (`.venv/bin/python -m benchmarks.run`): one section per benchmark, rewritten
+by its run (a run of one benchmark keeps the others); a study run once is a static section that names
+its date and revision. Raw results: `benchmarks/out/*.json` (not committed). One machine's figures:
+compare ratios measured in one run, not seconds across runs or machines.
 """
 
 
@@ -62,55 +64,56 @@ def main(argv: list[str] | None = None) -> int:
         module = importlib.import_module(module_name)
         print(f"\n== {module.TITLE}{' (quick)' if args.quick else ''}", flush=True)
         result: BenchResult = module.run(quick=args.quick)
-        for table in result.tables:
-            print("\n" + table.text())
-        for finding in result.findings:
-            print(f"\n* {finding}")
-        print(f"\n({result.name}: {result.seconds:.0f} s)", flush=True)
+        sections[result.name] = section(result, facts["date"])
+        print("\n" + sections[result.name], flush=True)
         args.out.mkdir(parents=True, exist_ok=True)
         raw = {"machine": facts, "quick": args.quick, "command": "make bench", **result.to_json()}
         (args.out / f"{result.name}{'-quick' if args.quick else ''}.json").write_text(
             json.dumps(raw, indent=2, default=str) + "\n"
         )
-        sections[result.name] = _section(result, facts)
     print(f"\nall benchmarks: {time.perf_counter() - started:.0f} s; raw JSON in {args.out}")
     if sections and not args.quick and not args.no_docs:
-        write_docs(DOCS, sections, facts)
-        print(f"wrote {DOCS.relative_to(REPO) if DOCS.is_relative_to(REPO) else DOCS}")
+        size = write_docs(DOCS, sections, facts)
+        print(f"wrote {DOCS.relative_to(REPO) if DOCS.is_relative_to(REPO) else DOCS}: {size:,} bytes")
+        if size > LIMIT:
+            print(f"warning: over {LIMIT:,} bytes; keep each section to its goals, tables and a few figures")
     return 0
 
 
-def _section(result: BenchResult, facts: dict[str, str]) -> str:
-    lines = [
-        f"## {result.title}",
-        "",
-        f"Measured {facts['date']} with `make bench` on {facts['nproc']} cores ({facts['cpu']}), "
-        f"{facts['memory']} RAM, Python {facts['python']}, Java: {facts['java']}; "
-        f"took {result.seconds:.0f} s.",
-        "",
-        result.summary,
-        "",
-    ]
+def section(result: BenchResult, date: str) -> str:
+    """A benchmark's section of docs/benchmarks.md: what was measured, its goals, its tables, a few
+    figures and how to rerun it."""
+    lines = [f"## {result.title}", "", f"Measured {date} in {result.seconds:.0f} s. {result.summary}"]
+    if result.goals:
+        lines += ["", "| goal | target | measured | met |", "|---|---|---|---|"]
+        lines += [f"| {g.what} | {g.target} | {g.value} | {'yes' if g.met else '**no**'} |" for g in result.goals]
     for table in result.tables:
-        lines += [table.markdown(), ""]
-    if result.findings:
-        lines += ["#### Observations", ""] + [f"- {f}" for f in result.findings] + [""]
-    return "\n".join(lines).rstrip() + "\n"
+        lines += ["", table.markdown()]
+    if result.figures:
+        lines += ["", *(f"- {figure}" for figure in result.figures)]
+    module = f"benchmarks/bench_{result.name}.py"
+    lines += ["", f"Rerun: `.venv/bin/python -m benchmarks.run --only {result.name}`; method: `{module}`."]
+    return "\n".join(lines) + "\n"
 
 
-def write_docs(path: Path, sections: dict[str, str], facts: dict[str, str]) -> None:
-    """Replace the sections that ran, keep the others, refresh the header and machine facts."""
+def write_docs(path: Path, sections: dict[str, str], facts: dict[str, str]) -> int:
+    """Replace the sections that ran, keep the others (static ones where they were: before the
+    benchmarks' sections or after), refresh the header and machine facts; return the file's bytes."""
     old = path.read_text(encoding="utf-8") if path.exists() else ""
-    kept = {m.group(1): m.group(0) for m in re.finditer(r"<!-- bench:(\w+) -->\n.*?<!-- /bench:\1 -->\n", old, re.S)}
+    found = [(m.group(1), m.group(0)) for m in re.finditer(r"<!-- bench:(\w+) -->\n.*?<!-- /bench:\1 -->\n", old, re.S)]
+    kept = dict(found)
     for name, body in sections.items():
         kept[name] = f"<!-- bench:{name} -->\n{body}<!-- /bench:{name} -->\n"
     order = [m.rsplit(".", 1)[-1].removeprefix("bench_") for m in BENCHMARKS]
-    ordered = [kept[n] for n in order if n in kept] + [v for k, v in kept.items() if k not in order]
+    first = next((i for i, (name, _) in enumerate(found) if name in order), len(found))
+    leading = [name for name, _ in found[:first]]
+    names = leading + [n for n in order if n in kept] + [n for n in kept if n not in order and n not in leading]
     machine = ["## Machine of the last run", "", "| fact | value |", "|---|---|"]
     machine += [f"| {k} | {v} |" for k, v in facts.items()]
-    text = "\n".join([_HEADER, *machine, "", *ordered])
+    text = "\n".join([_HEADER, *machine, "", *(kept[n] for n in names)]).rstrip() + "\n"
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text.rstrip() + "\n", encoding="utf-8")
+    path.write_text(text, encoding="utf-8")
+    return len(text.encode("utf-8"))
 
 
 if __name__ == "__main__":

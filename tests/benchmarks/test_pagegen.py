@@ -27,7 +27,7 @@ from benchmarks.pagegen import (
     EXPECTED_STAGE,
     PAGE_LEVEL_KINDS,
     Corpus,
-    generate_chain,
+    chain_routes,
     generate_corpus,
 )
 
@@ -137,18 +137,18 @@ def test_ground_truth_is_exactly_what_was_injected(corpus: Corpus) -> None:
     assert undecodable == len({c.page_file for c in truth if c.kind == "latin1_bytes"})
 
 
-def test_same_seed_same_bytes_and_a_walkable_chain() -> None:
-    one = generate_chain(pages=3, items_per_page=10, seed=3, dataset_key="licitaciones")
-    two = generate_chain(pages=3, items_per_page=10, seed=3, dataset_key="licitaciones")
-    assert one.routes == two.routes
-    assert one.head_path == "/sindicacion/sindicacion_643/licitacionesPerfilesContratanteCompleto3.atom"
-    assert next(iter(one.routes)) == one.head_path
-    path, seen = one.head_path, []
+def test_same_seed_same_bytes_and_a_walkable_chain(tmp_path: Path) -> None:
+    options = {"pages": 3, "items_per_page": 10, "seed": 3, "dataset_key": "licitaciones", "head": True}
+    one, two = (chain_routes(generate_corpus(tmp_path / name, **options)) for name in ("one", "two"))
+    assert [p.read_bytes() for p in one.values()] == [p.read_bytes() for p in two.values()]
+    head = "/sindicacion/sindicacion_643/licitacionesPerfilesContratanteCompleto3.atom"
+    assert next(iter(one)) == head
+    path, seen = head, []
     while path:
         seen.append(path)
-        nxt = re.search(rb'<link href="([^"]+)" rel="next"/>', one.routes[path])
+        nxt = re.search(rb'<link href="([^"]+)" rel="next"/>', one[path].read_bytes())
         path = f"{path.rsplit('/', 1)[0]}/{nxt.group(1).decode()}" if nxt else ""
-    assert seen == list(one.routes)
+    assert seen == list(one)
 
 
 def test_extract_benchmark_tiny_run() -> None:
@@ -157,4 +157,5 @@ def test_extract_benchmark_tiny_run() -> None:
     assert runs and all(r["counts_ok"] for r in runs), runs[0]["checks"]
     assert runs[0]["landed"]["pages"] == QUICK.pages
     assert all(p["clean"]["run"]["counts_ok"] for p in result.raw["scaling"])
-    assert [t.title for t in result.tables] and all(t.rows for t in result.tables)
+    assert [g.target for g in result.goals] == [">= 150 MB/s"]
+    assert all(t.rows for t in result.tables) and len(result.figures) == 3
