@@ -49,6 +49,10 @@ class AirflowApi:
     def run(self, dag_id: str, run_id: str) -> dict[str, Any]:
         return self.get(f"/dags/{dag_id}/dagRuns/{quote(run_id, safe='')}")
 
+    def fail_run(self, dag_id: str, run_id: str) -> None:
+        """Mark a run failed (its running tasks are stopped), e.g. so that it can be deleted."""
+        self.request("PATCH", f"/dags/{dag_id}/dagRuns/{quote(run_id, safe='')}", json={"state": "failed"})
+
     def delete_run(self, dag_id: str, run_id: str) -> None:
         self.request("DELETE", f"/dags/{dag_id}/dagRuns/{quote(run_id, safe='')}")
 
