@@ -328,7 +328,9 @@ def _apply_tombstones(
     # nothing still held the write's last round for 1-4 s (decision 0026): asked first with one small
     # job. Race-free: a concurrent writer's tombstone committed after this read is applied by that
     # writer's own run, which reads `entries` after its tombstone log's commit.
-    current = entries.toDF().where(F.col("dataset") == dataset).select("entry_id", "updated", "deleted_at")
+    current = (
+        entries.toDF().where(F.col("dataset") == dataset).select("entry_id", "updated", "deleted_at", "deletion_type")
+    )
     due = latest.alias("s").join(current.alias("t"), "entry_id").where(applies)
     if not due.take(1):
         return 0
