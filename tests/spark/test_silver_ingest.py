@@ -337,17 +337,19 @@ def test_newest_wins_and_tombstones_apply_only_when_not_older(spark, tmp_path: P
     assert str(row[0]).startswith("2022-01-06") and row[1] is None
     assert table(spark, lake, "tombstones").count() == 2
     # run 4: another version of 2 with the SAME updated (a correction that did not bump it) and one
-    # more result: it loses everywhere, Silver never mixes two versions of one entry
+    # more result, in a page whose name sorts after p1's: it wins (ingest.rules, decision 0036), whole:
+    # Silver never mixes two versions of one entry
     other = page([(2, day(3))])
     start = other.index(b"<cac:TenderResult>")
     end = other.index(b"</cac:TenderResult>") + len(b"</cac:TenderResult>")
     other = other[:end] + other[start:end] + other[end:]
     land(lake, "agregadas", {"p4.atom": other}, "2022-01-07")
     ingest(spark, lake, "agregadas", "r4")
-    assert assert_conserved(spark, lake, "agregadas", "r4", listed({"p4.atom": other})).silver_rows_of_run == 0
+    assert assert_conserved(spark, lake, "agregadas", "r4", listed({"p4.atom": other})).silver_rows_of_run == 1
     (kept,) = rows(spark, lake, "entries", "_source_file", "result_count", where=f"entry_id = '{ID_PREFIX}2'")
-    assert "p1." in kept[0] and kept[1] == 1
-    assert table(spark, lake, "results").where(f"entry_id = '{ID_PREFIX}2'").count() == 1
+    assert "p4." in kept[0] and kept[1] == 2
+    results = table(spark, lake, "results").where(f"entry_id = '{ID_PREFIX}2'")
+    assert [r._source_file.split("/")[-1][:3] for r in results.collect()] == ["p4.", "p4."]
     # run 5: a page of tombstones only (no entries MERGE runs): the one newer than entry 1 applies
     p5 = {"p5.atom": page([], tombstones=[(1, day(7)), (2, day(1))])}
     land(lake, "agregadas", p5, "2022-01-08")
