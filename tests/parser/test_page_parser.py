@@ -830,3 +830,30 @@ def test_parts_hold_exactly_the_rows_of_the_page(records_per_part: int) -> None:
         expected_parts = max(1, -(-whole.records_seen // records_per_part)) if whole.records_seen else 1
         if not any(d["error_type"] in ("dtd_refused", "not_a_feed") for d in whole.dead_letters):
             assert len(parts) == expected_parts, name
+
+
+def test_the_version_rules_in_python_and_in_sql_agree() -> None:
+    # `ingest.rules` states "newer" and "eligible" twice: in Python (delta-rs decides in the driver) and
+    # as SQL (Spark decides in a join); DuckDB evaluates the SQL on every case here.
+    import duckdb
+
+    from placsp_provider.ingest import rules
+
+    t = [datetime(2022, 1, d, tzinfo=UTC) for d in (1, 2)]
+    cases = [None, (t[0], "a"), (t[0], "b"), (t[1], "a"), (t[1], "b")]
+    for held in cases:
+        for incoming in cases[1:]:
+            assert incoming is not None
+            (row,) = duckdb.sql(
+                f"SELECT ({rules.IS_NEWER_SQL}) AS newer, coalesce(({rules.IS_SAME_SQL}), false) AS same "
+                "FROM (SELECT $held AS _held, $held_file AS _held_file, $updated AS updated, $file AS _source_file)",
+                params={
+                    "held": held[0] if held else None,
+                    "held_file": held[1] if held else None,
+                    "updated": incoming[0],
+                    "file": incoming[1],
+                },
+            ).fetchall()
+            newer, same = bool(row[0]), bool(row[1])
+            assert newer == rules.is_newer(held, incoming), (held, incoming)
+            assert (newer or same) == rules.is_eligible(held, incoming), (held, incoming)

@@ -56,6 +56,11 @@ def on(keys: Iterable[str], dataset: str) -> str:
 
 Version = tuple[datetime, str]  # (updated, _source_file): what Silver holds of an entry
 
+# The same two questions as SQL over a batch version joined with what Silver holds of its entry
+# (`_held`, `_held_file`: null when Silver holds none), for an engine that decides in SQL (Spark).
+IS_NEWER_SQL = "_held IS NULL OR _held < updated OR (_held = updated AND _held_file < _source_file)"
+IS_SAME_SQL = "_held = updated AND _held_file = _source_file"
+
 
 def is_newer(held: Version | None, incoming: Version) -> bool:
     """The batch's version replaces Silver's (`ENTRY_REPLACES`, in Python)."""

@@ -132,12 +132,8 @@ def merge_silver(
         .where(F.col("dataset") == dataset)
         .select("entry_id", F.col("updated").alias("_held"), F.col("_source_file").alias("_held_file"))
     )
-    newer = (
-        F.col("_held").isNull()
-        | (F.col("_held") < F.col("updated"))
-        | ((F.col("_held") == F.col("updated")) & (F.col("_held_file") < F.col("_source_file")))
-    )
-    same = (F.col("_held") == F.col("updated")) & (F.col("_held_file") == F.col("_source_file"))
+    newer = F.expr(rules.IS_NEWER_SQL)
+    same = F.coalesce(F.expr(rules.IS_SAME_SQL), F.lit(False))
     eligible = (
         best.join(current, "entry_id", "left")
         .where(newer | same)
