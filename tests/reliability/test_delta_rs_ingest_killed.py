@@ -137,7 +137,7 @@ def test_a_run_spark_parses_and_delta_rs_writes_killed_mid_write_ends_as_sparks_
     assert changed["reconciliation"] == 0  # written last: the files are not marked done
     harness.assert_nothing_twice(lake)
     rerun = harness.run(args, workdir=tmp_path, name="rerun").ok()
-    assert "written by delta-rs" in rerun.stderr
+    assert "with engine spark+delta-rs" in rerun.stderr and "with delta-rs" in rerun.stderr  # the writer's log
     harness.assert_same_lake(lake, reference.day2)
     harness.assert_nothing_twice(lake)
     assert_conserved_with_delta_rs(lake, corpus.DATASET, DAY2_RUN, corpus.records(corpus.day2_pages()))
