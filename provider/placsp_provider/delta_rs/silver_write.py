@@ -13,7 +13,7 @@ A batch here fits the driver's memory (`ingest.engines.choose_engine`: up to
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -172,7 +172,7 @@ def _insert_children(
     versions = zip(*(rows.column(c).to_pylist() for c in rules.CHILD_VERSION_COLUMNS), strict=True)
     fresh = rows.filter(pa.array([v in winners for v in versions], pa.bool_()))
     if repeated_versions:  # one version twice in a page: its child keys repeat (see merge_silver)
-        fresh = _first_per_key(fresh, BUSINESS_KEYS[table])
+        fresh = _greatest(fresh, BUSINESS_KEYS[table], ())  # identical rows: the first
     if not fresh.num_rows:
         return nothing_changed()
     return _insert_only(lake, table, dataset, _stamped(fresh, stamp), BUSINESS_KEYS[table])
@@ -227,7 +227,7 @@ def _apply_tombstones(lake: Path, dataset: str, touched: set[str]) -> int:
 
 def _insert_only(lake: Path, table: str, dataset: str, rows: pa.Table, keys: tuple[str, ...]) -> dict[str, int]:
     merge = _open(lake, table).merge(
-        _conform(_first_per_key(rows, keys), table), rules.on(keys, dataset), source_alias="s", target_alias="t"
+        _conform(_greatest(rows, keys, ()), table), rules.on(keys, dataset), source_alias="s", target_alias="t"
     )
     return _execute(merge.when_not_matched_insert_all())
 
@@ -257,20 +257,6 @@ def scan(table: Any, dataset: str) -> Any:
 
 def _ids(rows: pa.Table) -> set[str]:
     return set(rows.column("entry_id").to_pylist()) if rows.num_rows else set()
-
-
-def _first_per_key(rows: pa.Table, keys: Iterable[str]) -> pa.Table:
-    """One row per key: the first in a fixed order (file, then position), so a rerun keeps the same."""
-    keys = list(keys)
-    seen: set[tuple[Any, ...]] = set()
-    keep = []
-    for index, key in enumerate(zip(*(rows.column(k).to_pylist() for k in keys), strict=True)):
-        if key not in seen:
-            seen.add(key)
-            keep.append(index)
-    if len(keep) == rows.num_rows:
-        return rows
-    return rows.take(pa.array(keep, pa.int64()))
 
 
 def _stamp(run_id: str, started: datetime) -> dict[str, Any]:
