@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseOperator, Context
 
+from placsp_provider.datasets import get_dataset
+from placsp_provider.errors import PlacspError
 from placsp_provider.lake import resolve_lake
 from placsp_provider.settings import CONN_ID_DEFAULT
 
@@ -55,8 +57,6 @@ class PlacspCompletenessOperator(BaseOperator):
 
     def execute(self, context: Context) -> dict[str, Any]:
         from placsp_provider.bronze.completeness import CompletenessRequest, check_month, parse_month
-        from placsp_provider.datasets import get_dataset
-        from placsp_provider.errors import PlacspError
         from placsp_provider.hooks.placsp import PlacspHook
 
         ds = get_dataset(self.dataset)

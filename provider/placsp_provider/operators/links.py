@@ -16,10 +16,13 @@ Registered in the provider info (`extra-links`), as Airflow 3 requires for opera
 
 from __future__ import annotations
 
+import os
 from typing import Any
 from urllib.parse import quote
 
 from airflow.sdk import BaseOperatorLink
+
+from placsp_provider import settings
 
 RUNBOOK_SECTION = "alerting"
 
@@ -28,8 +31,6 @@ class SparkUILink(BaseOperatorLink):
     name = "Spark UI"
 
     def get_link(self, operator: Any, *, ti_key: Any) -> str:
-        from placsp_provider import settings
-
         return settings.spark_ui_url() or ""
 
 
@@ -37,26 +38,17 @@ class LineageJobLink(BaseOperatorLink):
     name = "Lineage (Marquez)"
 
     def get_link(self, operator: Any, *, ti_key: Any) -> str:
-        from placsp_provider import settings
-
         base = settings.lineage_ui_url()
         if not base:
             return ""
+        namespace = os.environ.get("AIRFLOW__OPENLINEAGE__NAMESPACE") or "default"
         job = f"{ti_key.dag_id}.{ti_key.task_id}"
-        return f"{base.rstrip('/')}/lineage/job/{quote(_namespace(), safe='')}/{quote(job, safe='')}"
+        return f"{base.rstrip('/')}/lineage/job/{quote(namespace, safe='')}/{quote(job, safe='')}"
 
 
 class RunbookLink(BaseOperatorLink):
     name = "Runbook"
 
     def get_link(self, operator: Any, *, ti_key: Any) -> str:
-        from placsp_provider import settings
-
         base = settings.runbook_url()
         return f"{base.split('#')[0]}#{RUNBOOK_SECTION}" if base else ""
-
-
-def _namespace() -> str:
-    import os
-
-    return os.environ.get("AIRFLOW__OPENLINEAGE__NAMESPACE") or "default"
