@@ -296,8 +296,8 @@ def count(query: DeadLetterQuery) -> DeadLetterCounts:
         for column in _COUNT_COLUMNS:
             tallies[column][group[column]] += group["count_all"]
     return DeadLetterCounts(
-        query,
-        rows.num_rows,
+        query=query,
+        total=rows.num_rows,
         **{f"by_{column}": _ordered(tally) for column, tally in tallies.items()},
         samples=samples,
         table_version=version,
@@ -390,7 +390,7 @@ class ThresholdCheck:
 
 
 def check_scope(scope: str) -> None:
-    """The one place a scope is checked (the sensor, the trigger, the CLI and the queries all call it)."""
+    """The one place a scope is checked (through `scope_query` and `validate_thresholds`)."""
     if scope not in SCOPES:
         raise ConfigError(
             f"scope must be 'run' (this run's dead letters) or 'backlog' (all quarantined); got {scope!r}"
