@@ -35,7 +35,7 @@ import logging
 import sys
 from collections import Counter, defaultdict
 from contextlib import AbstractContextManager
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -89,11 +89,7 @@ class ReplayRequest:
             raise ConfigError(f"replay of {self.dataset}: since ({self.since}) is after until ({self.until})")
 
     def to_json(self) -> str:
-        data = asdict(self)
-        data["lake"] = str(self.lake)
-        data["since"] = self.since.isoformat() if self.since else None
-        data["until"] = self.until.isoformat() if self.until else None
-        return json.dumps(data, indent=2)
+        return json.dumps(asdict(self) | {"lake": str(self.lake)}, indent=2, default=date.isoformat)
 
     @classmethod
     def from_json(cls, text: str) -> ReplayRequest:
@@ -136,15 +132,6 @@ class Outcome:
     result: str = STILL_FAILING  # recovered | still_failing | abandoned
     error_type: str | None = None  # the new error, when still failing
     error_message: str | None = None
-
-
-@dataclass
-class _Counts:
-    selected: int = 0
-    recovered: int = 0
-    still_failing: int = 0
-    abandoned: int = 0
-    files: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -250,12 +237,12 @@ def _reparse(
     """One Spark job: the selection (read by delta-rs), its record-level dead letters re-parsed on the workers, their
     rows staged under `folder` (None: a dry run, nothing staged); one outcome per selected dead letter
     (routing.REPLAY_OUTCOME), and the selection (`select`)."""
-    from placsp_provider.spark.routing import make_replay_stager, replay_outcome_spark_schema
+    from placsp_provider.spark.routing import REPLAY_OUTCOME, make_replay_stager, spark_schema
 
     selection = select(spark, request)  # a local relation, sliced over the cores by Spark: no shuffle
     stager = make_replay_stager(ds, None if folder is None else str(folder))
     with _arrow_records_per_batch(spark, REPLAY_RECORDS_PER_BATCH):  # the job runs inside
-        return selection.letters.mapInArrow(stager, replay_outcome_spark_schema()).collect(), selection
+        return selection.letters.mapInArrow(stager, spark_schema(REPLAY_OUTCOME)).collect(), selection
 
 
 def _record_outcomes(ds: Dataset, request: ReplayRequest, reparsed: list[Row], outcomes: dict[str, Outcome]) -> None:
@@ -270,12 +257,8 @@ def _record_outcomes(ds: Dataset, request: ReplayRequest, reparsed: list[Row], o
         )
     for r in reparsed:
         outcome = outcomes[r["dead_letter_id"]]
-        if r["became"] == "dead_letters":
-            outcome.result, outcome.error_type, outcome.error_message = (
-                STILL_FAILING,
-                r["new_error_type"],
-                r["new_error_message"],
-            )
+        if r["became"] == "dead_letters":  # still failing (an outcome's default), with its new error
+            outcome.error_type, outcome.error_message = r["new_error_type"], r["new_error_message"]
         elif r["became"] in _BECAME:
             outcome.result = RECOVERED
 
@@ -284,12 +267,7 @@ _BECAME = ("entries", "tombstones", "dead_letters")
 
 
 def _merge_records(
-    ds: Dataset,
-    lake: Path,
-    request: ReplayRequest,
-    folder: Path,
-    reparsed: list[Row],
-    started: datetime,
+    ds: Dataset, lake: Path, request: ReplayRequest, folder: Path, reparsed: list[Row], started: datetime
 ) -> dict[str, Any]:
     """The recovered records' staged rows written into Silver under the ingest's rules, by the
     writer of rows (`ingest.engines.row_writer`: delta-rs, from the driver). A replay holds at most
@@ -473,19 +451,20 @@ def main(argv: list[str] | None = None) -> int:
 
     request = ReplayRequest.from_json(args.request.read_text())
     summary = run_replay(get_session("placsp-dead-letter-replay"), request)
-    args.summary_file.parent.mkdir(parents=True, exist_ok=True)
-    args.summary_file.write_text(json.dumps(summary, indent=2, sort_keys=True, default=str))
+    _write_json(args.summary_file, summary)
     print(describe(summary))
     return 0
 
 
 def write_summary(summary: dict[str, Any], request: ReplayRequest) -> None:
     """An audit copy of the summary in the lake, next to the ingest summaries; a dry run writes nothing."""
-    if request.dry_run:
-        return
-    target = replay_summary_path(request.lake.resolve(), summary["dataset"], request.run_id)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(json.dumps(summary, indent=2, sort_keys=True, default=str))
+    if not request.dry_run:
+        _write_json(replay_summary_path(request.lake.resolve(), summary["dataset"], request.run_id), summary)
+
+
+def _write_json(path: Path, summary: dict[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(summary, indent=2, sort_keys=True, default=str))
 
 
 if __name__ == "__main__":
