@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, date, datetime, timedelta
@@ -17,8 +18,15 @@ from typing import Any
 
 from placsp_provider import settings
 from placsp_provider.datasets import get_dataset
+from placsp_provider.dead_letters.stats import count_dead_letters
 from placsp_provider.errors import PlacspError
-from placsp_provider.lake import DEAD_LETTER_TABLE, LAKE_TABLES, bronze_dir, table_path
+from placsp_provider.lake import DEAD_LETTER_TABLE, LAKE_TABLES, bronze_dir, manifest_path, table_path
+from placsp_provider.quality.contract import CONTRACT_TABLES
+from placsp_provider.quality.engine import CheckRequest, list_offending_rows
+from placsp_provider.quality.report import write_report
+from placsp_provider.quality.run import check_dataset
+from placsp_provider.quality.volume import VolumeConfig, check_day
+from placsp_provider.spark.session import get_session
 from placsp_provider.untrusted import printable, printable_json, printable_lines
 
 
@@ -201,9 +209,6 @@ def _add_quality_commands(sub: Any) -> None:
 
 
 def _cmd_quality_check(args: argparse.Namespace) -> dict[str, Any]:
-    from placsp_provider.quality.contract import CONTRACT_TABLES
-    from placsp_provider.quality.engine import CheckRequest, list_offending_rows
-
     dataset, lake = get_dataset(args.dataset).key, args.lake.resolve()
     tables = tuple(args.table) or CONTRACT_TABLES
     if args.rows:
@@ -217,8 +222,6 @@ def _cmd_quality_check(args: argparse.Namespace) -> dict[str, Any]:
             print("\t".join("" if v is None else printable(v) for v in row))
         print(f"{len(rows)} row(s) (at most {args.limit})", file=sys.stderr)
         return {}
-    from placsp_provider.quality.run import check_dataset
-
     check = check_dataset(
         lake, dataset, run_id=args.run_id, tables=tables, contracts_dir=args.contracts, record=args.record
     )
@@ -239,8 +242,6 @@ def _cmd_quality_check(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _cmd_quality_volume(args: argparse.Namespace) -> dict[str, Any]:
-    from placsp_provider.quality.volume import VolumeConfig, check_day
-
     config = VolumeConfig(interval_width=args.interval_width, min_history_days=args.min_history_days)
     day = args.day or (datetime.now(UTC).date() - timedelta(days=1))
     check = check_day(args.lake.resolve(), get_dataset(args.dataset).key, day, config)
@@ -251,8 +252,6 @@ def _cmd_quality_volume(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _cmd_quality_report(args: argparse.Namespace) -> dict[str, Any]:
-    from placsp_provider.quality.report import write_report
-
     path = write_report(args.lake.resolve(), get_dataset(args.dataset).key, args.out, contracts_dir=args.contracts)
     print(f"wrote {path}")
     return {}
@@ -261,7 +260,6 @@ def _cmd_quality_report(args: argparse.Namespace) -> dict[str, Any]:
 def _cmd_extract(args: argparse.Namespace) -> dict[str, Any]:
     from placsp_provider.bronze.extract import ExtractRequest, extract_interval
     from placsp_provider.feed.client import FeedClient
-    from placsp_provider.lake import manifest_path
 
     ds = get_dataset(args.dataset)
     request = ExtractRequest(
@@ -308,8 +306,6 @@ def _client_config(args: argparse.Namespace) -> Any:
 
 def _run_id(args: argparse.Namespace, prefix: str) -> str:
     """`--run-id`, else a new one: `<prefix>__<UTC time>_<6 hex>`."""
-    import uuid
-
     return args.run_id or f"{prefix}__{datetime.now(UTC):%Y%m%dT%H%M%S}_{uuid.uuid4().hex[:6]}"
 
 
@@ -333,7 +329,6 @@ def _cmd_ingest(args: argparse.Namespace) -> dict[str, Any]:
 
 def _cmd_maintain(args: argparse.Namespace) -> dict[str, Any]:
     from placsp_provider.spark.maintenance import maintain_tables
-    from placsp_provider.spark.session import get_session
 
     lake = args.lake.resolve()
     if not lake.is_dir():
@@ -347,8 +342,6 @@ def _cmd_maintain(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _cmd_dead_letter_stats(args: argparse.Namespace) -> dict[str, Any]:
-    from placsp_provider.dead_letters.stats import count_dead_letters
-
     counts = count_dead_letters(
         args.lake.resolve(),
         dataset=get_dataset(args.dataset).key if args.dataset else None,
@@ -366,7 +359,6 @@ def _cmd_dead_letter_stats(args: argparse.Namespace) -> dict[str, Any]:
 
 def _cmd_dead_letter_replay(args: argparse.Namespace) -> dict[str, Any]:
     from placsp_provider.spark.replay_job import ReplayRequest, describe, run_replay
-    from placsp_provider.spark.session import get_session
 
     lake = args.lake.resolve()
     run_id = _run_id(args, "replay")

@@ -166,15 +166,7 @@ class DeadLetterQuery:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> DeadLetterQuery:
         since = data.get("since")
-        return cls(
-            lake=data["lake"],
-            dataset=data.get("dataset"),
-            run_id=data.get("run_id"),
-            status=data.get("status"),
-            stages=tuple(data.get("stages") or ()),
-            error_types=tuple(data.get("error_types") or ()),
-            since=datetime.fromisoformat(since) if since else None,
-        )
+        return cls(**{**data, "since": datetime.fromisoformat(since) if since else None})
 
 
 @dataclass(frozen=True)
@@ -205,13 +197,8 @@ class DeadLetterCounts:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> DeadLetterCounts:
-        return cls(
-            query=DeadLetterQuery.from_dict(data["query"]),
-            total=int(data["total"]),
-            **{f"by_{column}": dict(data[f"by_{column}"]) for column in _COUNT_COLUMNS},
-            samples=tuple(DeadLetterSample(**s) for s in data["samples"]),
-            table_version=data.get("table_version"),
-        )
+        samples = tuple(DeadLetterSample(**s) for s in data["samples"])
+        return cls(**{**data, "query": DeadLetterQuery.from_dict(data["query"]), "samples": samples})
 
 
 def scope_query(
@@ -462,29 +449,22 @@ def evaluate(
 
 
 def failure_message(checks: Iterable[ThresholdCheck], counts: DeadLetterCounts, *, limit: int = MESSAGE_LIMIT) -> str:
-    """What failed, the top error types, a few samples, and how to list every row; <= `limit` chars."""
+    """What failed, the top error types, a few samples, and how to list every row; <= `limit` chars.
+    `checks` are one selection's (`evaluate`), at least one."""
     checks = list(checks)
     failed = [c for c in checks if not c.success] or checks
-    first = failed[0] if failed else None
-    query = counts.query
-    dataset = first.dataset if first else (query.dataset or "(all datasets)")
-    if first and first.scope == "run":
-        where = f"scope run (run {first.run_id})"
-    elif first:
-        where = "scope backlog (status quarantined, any run)"
-    else:
-        where = "selection"
+    first, query = failed[0], counts.query
+    where = f"scope run (run {first.run_id})" if first.scope == "run" else "scope backlog (status quarantined, any run)"
     extra = "".join(
         f", {name} in ({', '.join(values)})"
         for name, values in (("stage", query.stages), ("error_type", query.error_types))
         if values
     )
     verdict = "over threshold" if any(not c.success for c in checks) else "within thresholds"
-    severity = f" [severity {first.severity}]" if first else ""
     head = [
-        f"dead letters {verdict}: dataset {dataset}, {where}{extra}: {counts.total} dead letter(s); "
+        f"dead letters {verdict}: dataset {first.dataset}, {where}{extra}: {counts.total} dead letter(s); "
         + "; ".join(c.describe() for c in failed)
-        + severity
+        + f" [severity {first.severity}]"
     ]
     if counts.by_error_type:
         top = list(counts.by_error_type.items())

@@ -12,6 +12,7 @@ from placsp_provider import settings
 from placsp_provider.datasets import get_dataset
 from placsp_provider.errors import PlacspError
 from placsp_provider.lake import manifest_path, resolve_lake
+from placsp_provider.lineage import extract
 from placsp_provider.settings import CONN_ID_DEFAULT, DEFAULT_STOP_AFTER_OLD_PAGES
 from placsp_provider.untrusted import printable
 
@@ -113,18 +114,12 @@ class PlacspExtractOperator(BaseOperator):
 
     # -- OpenLineage (docs/lineage.md): the feed in, the Bronze pages and the manifest out ----------
     def get_openlineage_facets_on_start(self) -> OperatorLineage:
-        from placsp_provider.lineage import extract
-
         return extract.on_start(self)
 
     def get_openlineage_facets_on_complete(self, task_instance: Any) -> OperatorLineage:
-        from placsp_provider.lineage import extract
-
         return extract.on_complete(self, self._summary)
 
     def get_openlineage_facets_on_failure(self, task_instance: Any) -> OperatorLineage:
-        from placsp_provider.lineage import extract
-
         return extract.on_failure(self)
 
     def _overlap(self, default: timedelta) -> timedelta:

@@ -1,16 +1,9 @@
-"""Extra links on the task pages: the Spark UI, the lineage UI's job page, the runbook.
+"""Extra links on the task pages: the Spark UI (Silver, replay), the task's job in the Marquez
+lineage UI (Silver, replay; the OpenLineage provider's job name and `[openlineage] namespace`), the
+runbook's section on alerts (dead-letter gate).
 
 Each link is computed by the API server when a user opens a task instance, from settings read
-there (the same environment as every Airflow service; settings.py). A link whose setting is
-unset returns "" and the UI shows it disabled:
-
-- `Spark UI` (Silver, replay): the Spark master's web UI, `PLACSP_SPARK_UI_URL`; the task's
-  application is the newest one named `placsp-silver-ingest` / `placsp-dead-letter-replay` there.
-- `Lineage (Marquez)` (Silver, replay): the task's job in the Marquez web UI,
-  `PLACSP_LINEAGE_UI_URL` + `/lineage/job/<namespace>/<dag_id>.<task_id>` (the OpenLineage
-  provider's job name and `[openlineage] namespace`).
-- `Runbook` (dead-letter gate): the runbook's section on alerts and dead letters, `PLACSP_RUNBOOK_URL`.
-
+there (settings.py). A link whose setting is unset returns "" and the UI shows it disabled.
 Registered in the provider info (`extra-links`), as Airflow 3 requires for operator links.
 """
 

@@ -12,6 +12,7 @@ from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOpe
 from airflow.sdk import Context
 
 from placsp_provider.lake import LAKE_TABLES, maintenance_summary_path, resolve_lake
+from placsp_provider.lineage.maintenance import maintenance_lineage
 from placsp_provider.operators.links import SparkUILink
 from placsp_provider.operators.spark_submit import SPARK_CONN_DEFAULT, default_application, submit
 from placsp_provider.run_policy import spark_pool_args
@@ -84,11 +85,7 @@ class PlacspMaintainOperator(SparkSubmitOperator):
         return self._done
 
     def get_openlineage_facets_on_start(self) -> OperatorLineage:
-        from placsp_provider.lineage.maintenance import maintenance_lineage
-
         return maintenance_lineage(self.lake, self.tables, None)
 
     def get_openlineage_facets_on_complete(self, task_instance: Any) -> OperatorLineage:
-        from placsp_provider.lineage.maintenance import maintenance_lineage
-
         return maintenance_lineage(self.lake, self.tables, self._done)

@@ -16,6 +16,9 @@ from airflow.sdk import Context
 from placsp_provider.datasets import get_dataset
 from placsp_provider.errors import ConfigError
 from placsp_provider.lake import resolve_lake
+from placsp_provider.lineage.guard import never_fails
+from placsp_provider.lineage.replay import replay_lineage
+from placsp_provider.lineage.silver import rows_written
 from placsp_provider.operators.links import LineageJobLink, SparkUILink
 from placsp_provider.operators.spark_submit import (
     SPARK_CONN_DEFAULT,
@@ -161,9 +164,6 @@ class DeadLetterReplayOperator(SparkSubmitOperator):
         return self._lineage(None)
 
     def _lineage(self, summary: dict[str, Any] | None) -> OperatorLineage:
-        from placsp_provider.lineage.guard import never_fails
-        from placsp_provider.lineage.replay import replay_lineage
-
         def build() -> OperatorLineage:
             lake = resolve_lake(self.lake)
             dataset = get_dataset(str(self.dataset)).key
@@ -208,8 +208,6 @@ def _boolean(value: bool | str) -> bool:
 
 def replay_rows_written(summary: dict[str, Any]) -> dict[str, int]:
     """Rows each lake table received from a replay: its record MERGE plus its file reprocessing."""
-    from placsp_provider.lineage.silver import rows_written
-
     silver = summary.get("silver") or {}
     files = {"ingested": len(summary.get("files_reprocessed") or [])}
     total = Counter(rows_written({"merge": silver.get("records") or {}}))
