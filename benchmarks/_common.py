@@ -1,17 +1,13 @@
 """What every benchmark shares: result types, machine facts, fresh-subprocess measurements.
 
-A benchmark module exposes `NAME`, `TITLE` and `run(quick: bool = False) -> BenchResult`;
-`benchmarks.run` does the rest (printing, JSON, docs/benchmarks.md). A result is what its section
-of docs/benchmarks.md shows: the goals it measures, a table or two, a few figures; everything else
-goes to the raw JSON. Lakes, Spark and Delta helpers for the Spark benchmarks are in
-`benchmarks/_lake.py`.
+What a benchmark module exposes and how its result becomes a section of docs/benchmarks.md:
+benchmarks/run.py. Lakes, Spark and Delta helpers for the Spark benchmarks: `benchmarks/_lake.py`.
 
 Memory is measured in a fresh child process per measurement (`python -m <module> --child spec.json`),
 so the high-water mark belongs to that measurement alone. It is read from `VmHWM` in
 /proc/self/status, the peak RSS of the child's own address space: on Linux `ru_maxrss` survives
-`execve`, so a child forked from a parent holding 300 MB reports >= 300 MB there whatever it does
-(measured: ru_maxrss 310 MB, VmHWM 9.8 MB for an empty child of a 300 MB parent). The child
-prints one JSON line as the last line of its stdout.
+`execve`, so a child forked from a parent holding 300 MB reports >= 300 MB there whatever it does.
+The child prints one JSON line as the last line of its stdout.
 """
 
 from __future__ import annotations
@@ -22,13 +18,14 @@ import os
 import platform
 import re
 import resource
+import statistics
 import subprocess
 import sys
 import tempfile
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -76,42 +73,31 @@ class BenchResult:
 
 # -- machine facts ---------------------------------------------------------------------------------
 def machine_facts() -> dict[str, str]:
+    mem_kb = _proc_field("/proc/meminfo", r"^MemTotal:\s*(\d+) kB")
     facts = {
         "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "nproc": str(os.cpu_count()),
-        "cpu": _cpu_model(),
-        "memory": _mem_total(),
+        "cpu": _proc_field("/proc/cpuinfo", r"^model name\s*:\s*(.+)$") or platform.processor() or "unknown",
+        "memory": f"{int(mem_kb) / 1024 / 1024:.1f} GiB" if mem_kb else "unknown",
         "os": f"{platform.system()} {platform.release()}",
         "python": platform.python_version(),
         "java": _java_version(),
     }
-    try:
-        import lxml.etree as etree
-        import requests
+    import lxml.etree as etree
+    import requests
 
-        facts["lxml / libxml2"] = f"{etree.__version__} / {'.'.join(map(str, etree.LIBXML_VERSION))}"
-        facts["requests"] = requests.__version__
-    except ImportError:  # pragma: no cover
-        pass
+    facts["lxml / libxml2"] = f"{etree.__version__} / {'.'.join(map(str, etree.LIBXML_VERSION))}"
+    facts["requests"] = requests.__version__
     return facts
 
 
-def _cpu_model() -> str:
+def _proc_field(path: str, pattern: str) -> str | None:
+    """The first group of `pattern` (one line) in a /proc file; None where there is no such file or line."""
     try:
-        text = Path("/proc/cpuinfo").read_text()
+        match = re.search(pattern, Path(path).read_text(), re.M)
     except OSError:
-        return platform.processor() or "unknown"
-    match = re.search(r"^model name\s*:\s*(.+)$", text, re.M)
-    return match.group(1).strip() if match else "unknown"
-
-
-def _mem_total() -> str:
-    try:
-        text = Path("/proc/meminfo").read_text()
-    except OSError:
-        return "unknown"
-    match = re.search(r"^MemTotal:\s*(\d+) kB", text, re.M)
-    return f"{int(match.group(1)) / 1024 / 1024:.1f} GiB" if match else "unknown"
+        return None
+    return match.group(1).strip() if match else None
 
 
 def _java_version() -> str:
@@ -126,14 +112,15 @@ def _java_version() -> str:
 # -- child processes -------------------------------------------------------------------------------
 def peak_rss_mb() -> float:
     """High-water RSS of this process's address space (VmHWM), in MB (not `ru_maxrss`: see above)."""
-    match = re.search(r"^VmHWM:\s*(\d+) kB", Path("/proc/self/status").read_text(), re.M)
-    if match is None:
+    kb = _proc_field("/proc/self/status", r"^VmHWM:\s*(\d+) kB")
+    if kb is None:
         raise RuntimeError("no VmHWM in /proc/self/status: the benchmarks measure memory on Linux")
-    return int(match.group(1)) * 1024 / MB
+    return int(kb) * 1024 / MB
 
 
-def cpu_seconds() -> float:
-    usage = resource.getrusage(resource.RUSAGE_SELF)
+def cpu_seconds(who: int = resource.RUSAGE_SELF) -> float:
+    """CPU seconds of this process (or, with RUSAGE_CHILDREN, of the children it reaped)."""
+    usage = resource.getrusage(who)
     return usage.ru_utime + usage.ru_stime
 
 
@@ -154,6 +141,11 @@ def f1(value: float) -> str:
 
 def f2(value: float) -> str:
     return f"{value:,.2f}"
+
+
+def med(runs: Iterable[dict[str, Any]], key: str = "seconds") -> float:
+    """The median of `key` over repeated measurements."""
+    return statistics.median(r[key] for r in runs)
 
 
 def peak_mb(m: dict[str, Any]) -> str:
@@ -185,14 +177,8 @@ def corpus_facts(corpus: Corpus) -> dict[str, Any]:
 def busy_cpu_seconds() -> float:
     """CPU seconds the whole machine spent busy since boot (all processes), from /proc/stat."""
     with open("/proc/stat") as fh:
-        fields = [int(x) for x in fh.readline().split()[1:9]]
-    user, nice, system, _idle, _iowait, irq, softirq, steal = fields
+        user, nice, system, _idle, _iowait, irq, softirq, steal = (int(x) for x in fh.readline().split()[1:9])
     return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
-
-
-def reaped_children_cpu() -> float:
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
 
 
 def wait_for_quiet(max_wait: float, threshold: float = 0.3, window: float = 3.0) -> tuple[float, float]:
@@ -200,7 +186,6 @@ def wait_for_quiet(max_wait: float, threshold: float = 0.3, window: float = 3.0)
     over `window` s); return (seconds waited, cores busy in the last window). Other sessions share
     this machine: a measurement next to them is worth little."""
     started = time.monotonic()
-    busy = 0.0
     if max_wait <= 0:
         window = 0.5  # quick runs: only note the load
     while True:
@@ -220,7 +205,7 @@ def run_child(module: str, payload: dict[str, Any], timeout: float = 1200, measu
         json.dump(payload, fh)
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH", "")]))
-    busy0, t0, reaped0 = (busy_cpu_seconds(), time.perf_counter(), reaped_children_cpu()) if measure else (0, 0, 0)
+    busy0, t0, reaped0 = busy_cpu_seconds(), time.perf_counter(), cpu_seconds(resource.RUSAGE_CHILDREN)
     tree = None
     try:
         command = [sys.executable, "-m", module, "--child", fh.name]
@@ -248,7 +233,7 @@ def run_child(module: str, payload: dict[str, Any], timeout: float = 1200, measu
         wall = time.perf_counter() - t0
         # The sampled tree misses the last half second of short-lived processes; what this process reaped
         # (the child itself, not the JVM it leaves behind) is exact. Take the larger.
-        child_cpu = max(tree.cpu_seconds(), reaped_children_cpu() - reaped0)
+        child_cpu = max(tree.cpu_seconds(), cpu_seconds(resource.RUSAGE_CHILDREN) - reaped0)
         other = max(busy_cpu_seconds() - busy0 - child_cpu, 0.0)
         result["other_load"] = {
             "wall_s": wall,
@@ -308,15 +293,13 @@ class ProcessTree:
                 stat = fh.read()
         except OSError:
             return None
-        rss = re.search(r"^VmRSS:\s*(\d+)", status, re.M)
-        hwm = re.search(r"^VmHWM:\s*(\d+)", status, re.M)
-        size = re.search(r"^VmSize:\s*(\d+)", status, re.M)
-        if rss is None or hwm is None or size is None:
+        vm = {k: int(v) for k, v in re.findall(r"^(VmRSS|VmHWM|VmSize):\s*(\d+)", status, re.M)}
+        if len(vm) < 3:  # a kernel thread, or a process on its way out
             return None
         comm = stat[stat.index("(") + 1 : stat.rindex(")")]
         fields = stat.rsplit(")", 1)[1].split()
         cpu = (int(fields[11]) + int(fields[12])) / self._tick
-        return int(rss.group(1)) * 1024 / MB, int(hwm.group(1)) * 1024 / MB, cpu, comm, int(size.group(1))
+        return vm["VmRSS"] * 1024 / MB, vm["VmHWM"] * 1024 / MB, cpu, comm, vm["VmSize"]
 
     def sample(self) -> None:
         if time.monotonic() - self._last_scan > 1.0:
@@ -346,14 +329,10 @@ class ProcessTree:
                     fh.write("5")
             except OSError:
                 pass
+        read = {pid: got for pid in self.pids if (got := self._read(pid)) is not None}
         self.peak_total, self.hwm = 0.0, {}
-        self.cpu0 = {}
-        self.baseline_total = 0.0
-        for pid in self.pids:
-            got = self._read(pid)
-            if got is not None:
-                self.cpu0[pid] = got[2]
-                self.baseline_total += got[0]
+        self.cpu0 = {pid: got[2] for pid, got in read.items()}  # CPU seconds so far
+        self.baseline_total = sum(got[0] for got in read.values())  # RSS now
         self.cpu = dict(self.cpu0)
 
     def cpu_seconds(self) -> float:
@@ -408,9 +387,4 @@ def measure_tree(fn: Callable[[], Any], tree: ProcessTree) -> tuple[Any, dict[st
 
 def abba(repeats: int, a: str, b: str) -> list[str]:
     """a, b, b, a, a, b, ...: `repeats` runs of each, alternating pairs (linear drift hits both alike)."""
-    order: list[str] = []
-    pair = (a, b)
-    while len(order) < 2 * repeats:
-        order += list(pair)
-        pair = pair[::-1]
-    return order
+    return [key for i in range(repeats) for key in ((a, b) if i % 2 == 0 else (b, a))]

@@ -4,11 +4,9 @@ Delta's own table history (`operationMetrics`), so no provider function needs wr
 
 from __future__ import annotations
 
-import hashlib
 import os
 import shutil
 from collections.abc import Sequence
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -16,35 +14,9 @@ from typing import Any
 def land_template(files: Sequence[Path], root: Path, dataset: str) -> Path:
     """Pages of `dataset` landed under `root` as extraction lands them (hard links, one manifest): a
     lake's Bronze, or a template that `link_lake` lays into fresh lakes."""
-    from placsp_provider.bronze.manifest import LandedPage, Manifest
-    from placsp_provider.datasets import get_dataset
-    from placsp_provider.feed.page_scan import scan_page
-    from placsp_provider.feed.timestamps import isoformat
-    from placsp_provider.lake import manifests_dir, page_file
+    from placsp_provider.demo.samples import land_pages
 
-    ds = get_dataset(dataset)
-    stamp = isoformat(datetime(2025, 11, 28, tzinfo=UTC))
-    manifest = Manifest(ds.key, ds.syndication_id, "bench", stamp, stamp, stamp, "bench")
-    for path in files:
-        sha = hashlib.sha256(path.read_bytes()).hexdigest()
-        final = page_file(root, ds.key, path.name, sha)
-        final.parent.mkdir(parents=True, exist_ok=True)
-        os.link(path, final)
-        scan = scan_page(final)
-        manifest.pages.append(
-            LandedPage.from_scan(
-                scan,
-                url=f"bench://{path.name}",
-                file=str(final.relative_to(root)),
-                size=path.stat().st_size,
-                sha256=sha,
-                source="feed",
-                newly_landed=True,
-            )
-        )
-    mpath = manifests_dir(root, ds.key) / "bench.json"
-    mpath.parent.mkdir(parents=True, exist_ok=True)
-    mpath.write_text(manifest.to_json())
+    land_pages(root, dataset, files, "bench", link=True)
     return root
 
 
@@ -75,33 +47,30 @@ def spark_session(app: str, cores: int) -> Any:
     return get_session(app, extra={"spark.master": f"local[{cores}]"})
 
 
-def hash_all(df: Any, group: str | None = None) -> list[Any]:
-    """Materialise every column: per group (or over all rows), the count `n` and the XOR `h` of xxhash64
-    over all columns (nested fields included), so no reader can skip a value."""
+def hash_all(df: Any) -> Any:
+    """Materialise every column: the row with the count `n` and the XOR `h` of xxhash64 over all columns
+    (nested fields included), so no reader can skip a value."""
     from pyspark.sql import functions as sf
 
-    row_hash = sf.xxhash64(*[sf.col(f"`{c}`") for c in df.columns]).alias("_h")
-    hashed = df.select(*([sf.col(group).alias("_g")] if group else []), row_hash)
-    aggs = [sf.count("*").alias("n"), sf.bit_xor("_h").alias("h")]
-    return (hashed.groupBy("_g") if group else hashed).agg(*aggs).collect()
+    hashed = df.select(sf.xxhash64(*[sf.col(f"`{c}`") for c in df.columns]).alias("_h"))
+    return hashed.agg(sf.count("*").alias("n"), sf.bit_xor("_h").alias("h")).first()
 
 
 def lake_tables(lake: Path) -> dict[str, Path]:
-    """Every Delta table of a lake (Silver, dead letters, reconciliation), by name."""
+    """The Delta tables a lake holds so far (Silver, dead letters, reconciliation), by name."""
     from placsp_provider.lake import SILVER_TABLES, table_path
 
-    return {t: table_path(lake, t) for t in (*SILVER_TABLES, "dead_letters", "reconciliation")}
+    paths = {t: table_path(lake, t) for t in (*SILVER_TABLES, "dead_letters", "reconciliation")}
+    return {t: path for t, path in paths.items() if (path / "_delta_log").is_dir()}
 
 
 def delta_versions(spark: Any, lake: Path) -> dict[str, int]:
-    """The current version of each table of the lake (-1 where it does not exist yet)."""
+    """The current version of each table the lake holds so far."""
     from delta.tables import DeltaTable
 
-    out = {}
-    for table, path in lake_tables(lake).items():
-        exists = (path / "_delta_log").is_dir()
-        out[table] = DeltaTable.forPath(spark, str(path)).history(1).collect()[0]["version"] if exists else -1
-    return out
+    return {
+        t: DeltaTable.forPath(spark, str(p)).history(1).collect()[0]["version"] for t, p in lake_tables(lake).items()
+    }
 
 
 def delta_commits(spark: Any, lake: Path, since: dict[str, int]) -> list[dict[str, Any]]:
@@ -112,8 +81,6 @@ def delta_commits(spark: Any, lake: Path, since: dict[str, int]) -> list[dict[st
 
     out = []
     for table, path in lake_tables(lake).items():
-        if not (path / "_delta_log").is_dir():
-            continue
         history = DeltaTable.forPath(spark, str(path)).history()
         history = history.select("version", "timestamp", "operation", "operationMetrics")
         for r in sorted(history.collect(), key=lambda r: r["version"]):
@@ -175,10 +142,8 @@ def lake_contents(spark: Any, lake: Path) -> dict[str, dict[str, Any]]:
     code wrote them: how a speed change proves it changed no data."""
     out = {}
     for table, path in lake_tables(lake).items():
-        if not (path / "_delta_log").is_dir():
-            continue
         df = spark.read.format("delta").load(str(path))
         kept = df.select(*[f"`{c}`" for c in df.columns if c not in CLOCK_COLUMNS])
-        (row,) = hash_all(kept)
+        row = hash_all(kept)
         out[table] = {"rows": row["n"], "checksum": f"{(row['h'] or 0) & (2**64 - 1):016x}"}
     return out

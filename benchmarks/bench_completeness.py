@@ -33,25 +33,20 @@ TITLE = "Completeness check of a month archive against Bronze"
 MISSING = 5
 
 
-def _month_corpus(folder: Path, pages: int, page_bytes: int) -> list[Path]:
+def _prepare(work: Path, pages: int, page_bytes: int) -> dict[str, Any]:
     from benchmarks.pagegen import generate_corpus
 
     # ~1,000 items per 3 MB page; spaced so `pages` pages fill January 2022 (every stamp in the month).
     spacing = timedelta(seconds=max(1, int(29 * 86400 / (pages * page_bytes / 3000))))
-    corpus = generate_corpus(
-        folder,
+    files = generate_corpus(
+        work / "pages",
         pages=pages,
         seed=7,
         dataset_key="agregadas",
         target_page_bytes=page_bytes,
         newest=datetime(2022, 1, 30, 12, tzinfo=UTC),
         item_spacing=spacing,
-    )
-    return corpus.files
-
-
-def _prepare(work: Path, pages: int, page_bytes: int) -> dict[str, Any]:
-    files = _month_corpus(work / "pages", pages, page_bytes)
+    ).files
     site_dir = work / "site" / "sindicacion" / "sindicacion_1044"
     site_dir.mkdir(parents=True)
     archive = site_dir / "PlataformasAgregadasSinMenores_2022.zip"

@@ -31,12 +31,11 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from benchmarks._common import BenchResult, Table, child_main, peak_rss_mb, run_child
+from benchmarks._common import BenchResult, Table, child_main, med, peak_rss_mb, run_child
 
 NAME = "dead_letters"
 TITLE = "Dead-letter threshold check (delta-rs, pruned) vs full table scan"
 SEED = 20251129
-_MODULE = "benchmarks.bench_dead_letters"
 
 # dataset -> share of the rows; stage -> (share, error types)
 _DATASETS = {"agregadas": 0.35, "licitaciones": 0.25, "menores": 0.25, "encargos": 0.10, "consultas": 0.05}
@@ -76,17 +75,19 @@ def run(quick: bool = False) -> BenchResult:
             "backlog": {"dataset": CHECK_DATASET, "status": "quarantined"},
             "full_scan": {"dataset": CHECK_DATASET, "stages": [CHECK_STAGE]},
         }
+        expected = {name: _expected(truth, selection) for name, selection in cases.items()}
         for name, selection in cases.items():  # warm the page cache, check the answers
-            result = run_child(_MODULE, {"task": name, "lake": str(lake), "selection": selection})
-            expected = _expected(truth, selection)
-            if result["total"] != expected:
-                raise RuntimeError(f"{name}: counted {result['total']} dead letters, the generator wrote {expected}")
+            result = run_child(__name__, {"task": name, "lake": str(lake), "selection": selection})
+            if result["total"] != expected[name]:
+                raise RuntimeError(
+                    f"{name}: counted {result['total']} dead letters, the generator wrote {expected[name]}"
+                )
         measures: dict[str, list[dict[str, Any]]] = {name: [] for name in cases}
         for i in range(cfg.repeats):
             order = list(cases) if i % 2 == 0 else list(reversed(cases))
             for name in order:
                 payload = {"task": name, "lake": str(lake), "selection": cases[name]}
-                measures[name].append(run_child(_MODULE, payload))
+                measures[name].append(run_child(__name__, payload))
         files_opened = {name: _files_opened(lake, cases[name], name == "full_scan") for name in cases}
     raw = {
         "config": cfg.__dict__,
@@ -94,22 +95,19 @@ def run(quick: bool = False) -> BenchResult:
         "table": table | {"generation_seconds": generation_s},
         "cases": cases,
         "files_opened": files_opened,
-        "expected": {name: _expected(truth, sel) for name, sel in cases.items()},
+        "expected": expected,
         "measures": measures,
     }
     return report(raw, time.perf_counter() - started)
 
 
 def _expected(truth: dict[str, Any], selection: dict[str, Any]) -> int:
+    """How many of the dead letters the generator wrote `selection` matches."""
     total = 0
     for (dataset, stage, run_id, status), n in truth["counts"].items():
-        if selection.get("dataset") not in (None, dataset) or selection.get("run_id") not in (None, run_id):
-            continue
-        if selection.get("status") not in (None, status) or (
-            selection.get("stages") and stage not in selection["stages"]
-        ):
-            continue
-        total += n
+        row = {"dataset": dataset, "run_id": run_id, "status": status}
+        if all(selection.get(k) in (None, v) for k, v in row.items()) and stage in (selection.get("stages") or [stage]):
+            total += n
     return total
 
 
@@ -124,23 +122,17 @@ def _files_opened(lake: Path, selection: dict[str, Any], full: bool) -> int:
 
 
 def _table_facts(lake: Path) -> dict[str, Any]:
+    import pyarrow as pa
     from deltalake import DeltaTable
 
     table = DeltaTable(str(lake / "dead_letters"))
-    files = list((lake / "dead_letters").rglob("*.parquet"))
+    actions = pa.table(table.get_add_actions(flatten=True))
     return {
         "version": table.version(),
         "files": len(table.file_uris()),
-        "bytes": sum(f.stat().st_size for f in files),
-        "rows": sum(_rows_of(table)),
+        "bytes": sum(f.stat().st_size for f in (lake / "dead_letters").rglob("*.parquet")),
+        "rows": sum(int(n) for n in actions.column("num_records").to_pylist()),
     }
-
-
-def _rows_of(table: Any) -> list[int]:
-    import pyarrow as pa
-
-    actions = pa.table(table.get_add_actions(flatten=True))
-    return [int(n) for n in actions.column("num_records").to_pylist()]
 
 
 # -- the table ------------------------------------------------------------------------------------
@@ -171,15 +163,15 @@ def _write_table(lake: Path, cfg: Config) -> dict[str, Any]:
         ds_of = rng.choice(len(datasets), size=n, p=np.array(list(_DATASETS.values())))
         stage_of = rng.choice(len(stages), size=n, p=stage_p)
         replayed = rng.random(n) < 0.02  # a few rows already went through replay
-        columns: dict[str, list[Any]] = {name: [] for name in schema.names}
+        rows = []
         for i in range(n):
             dataset, stage = datasets[ds_of[i]], stages[stage_of[i]]
             types = _STAGES[stage][1]
             error_type = types[(i * 7 + r) % len(types)]
             status = "replayed" if replayed[i] else "quarantined"
             counts[(dataset, stage, run_id, status)] += 1
-            _append_row(columns, dataset, stage, error_type, status, run_id, r, i)
-        write_deltalake(path, pa.table(columns, schema=schema), partition_by=["dataset"], mode="append")
+            rows.append(_row(dataset, stage, error_type, status, run_id, r, i))
+        write_deltalake(path, pa.Table.from_pylist(rows, schema=schema), partition_by=["dataset"], mode="append")
     return {"counts": counts, "run_ids": run_ids}
 
 
@@ -199,9 +191,7 @@ _RAW = (
 )
 
 
-def _append_row(
-    columns: dict[str, list[Any]], dataset: str, stage: str, error_type: str, status: str, run_id: str, r: int, i: int
-) -> None:
+def _row(dataset: str, stage: str, error_type: str, status: str, run_id: str, r: int, i: int) -> dict[str, Any]:
     n = 10_000_000 + r * 100_000 + i
     page = i // 400
     source = f"bronze/{dataset}/pages/{dataset}_{r:03d}_{page:04d}.{n % 65536:04x}{page:04x}.atom"
@@ -212,7 +202,7 @@ def _append_row(
         else _RAW.format(path=dataset, n=n, amount=f"{n % 99991},{i % 100:02d}", lot=i % 7, hh=i % 24)
     )
     kind = "file" if stage == "reconciliation" else "entry"
-    values = {
+    return {
         "dataset": dataset,
         "source_file": source,
         "stage": stage,
@@ -233,8 +223,6 @@ def _append_row(
         "replay_run_id": None,
         "raw_bytes": raw.encode("utf-8"),  # as the ingest writes it (these records hold no declaration)
     }
-    for key, value in values.items():
-        columns[key].append(value)
 
 
 # -- children -------------------------------------------------------------------------------------
@@ -317,23 +305,20 @@ _LABELS = {
 
 
 def report(raw: dict[str, Any], seconds: float) -> BenchResult:
-    t, cfg = raw["table"], raw["config"]
-
-    def med(name: str, key: str = "seconds") -> float:
-        return statistics.median(m[key] for m in raw["measures"][name])
+    t, cfg, ms = raw["table"], raw["config"], raw["measures"]
 
     rows = [
         [
             label,
             f"{raw['expected'][name]:,}",
             f"{raw['files_opened'][name]} of {t['files']}",
-            f"{med(name):.3f}",
-            "1.00x" if name == "full_scan" else f"{med('full_scan') / med(name):,.1f}x faster",
-            f"{statistics.median(m['peak_rss_mb'] - m['baseline_rss_mb'] for m in raw['measures'][name]):,.0f}",
+            f"{med(ms[name]):.3f}",
+            "1.00x" if name == "full_scan" else f"{med(ms['full_scan']) / med(ms[name]):,.1f}x faster",
+            f"{statistics.median(m['peak_rss_mb'] - m['baseline_rss_mb'] for m in ms[name]):,.0f}",
         ]
         for name, label in _LABELS.items()
     ]
-    scans = [m["seconds"] for m in raw["measures"]["full_scan"]]
+    scans = [m["seconds"] for m in ms["full_scan"]]
     return BenchResult(
         NAME,
         TITLE,

@@ -45,15 +45,16 @@ from benchmarks._common import (
     cpu_seconds,
     f1,
     f2,
+    med,
     peak_rss_mb,
     run_child,
 )
 from benchmarks.pagegen import CORRUPTION_KINDS, UNCLOSED_TAG, Corpus, chain_routes, generate_corpus
+from placsp_provider.demo.loopback_site import LoopbackSite
 
 NAME = "extract"
 TITLE = "Bronze extraction (extract_interval over loopback HTTP)"
 SEED = 20251128
-_MODULE = "benchmarks.bench_extract"
 
 
 @dataclass(frozen=True)
@@ -74,8 +75,6 @@ SCAN_GOAL_MB_S = 150.0
 
 # -- parent ---------------------------------------------------------------------------------------
 def run(quick: bool = False) -> BenchResult:
-    from placsp_provider.demo.loopback_site import LoopbackSite
-
     cfg = QUICK if quick else FULL
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="placsp-bench-") as tmp_name:
@@ -95,7 +94,7 @@ def run(quick: bool = False) -> BenchResult:
         with LoopbackSite(chain_routes(corpus)) as site:
             main = _main_series(cfg, corpus, site, tmp)
         clean = [str(f) for f, p in zip(corpus.files, corpus.pages, strict=True) if p.well_formed]
-        scan_cost = run_child(_MODULE, {"task": "scan_cost", "files": clean[: cfg.scan_sample_pages]})
+        scan_cost = run_child(__name__, {"task": "scan_cost", "files": clean[: cfg.scan_sample_pages]})
         shutil.rmtree(tmp / "main", ignore_errors=True)
         scaling = [_scaling_point(cfg, target, pages, tmp) for target, pages in cfg.scaling]
     raw = {
@@ -117,7 +116,7 @@ def _extract(corpus: Corpus, base_url: str, tmp: Path, pages: int, trace: bool =
     payload = {
         "task": "extract",
         "base_url": base_url,
-        "dataset": corpus.dataset_key,
+        "dataset": corpus.spec.dataset_key,
         "start": start.isoformat(),
         "end": (corpus.pages[0].newest + timedelta(hours=1)).isoformat(),
         "max_pages": pages + 10,
@@ -138,12 +137,12 @@ def _child_in_tmp(tmp: Path, payload: dict[str, Any]) -> dict[str, Any]:
     """A child writing into a folder of its own (`payload["out"]`), removed once it is done."""
     out = Path(tempfile.mkdtemp(prefix=f"{payload['task']}-", dir=tmp))
     try:
-        return run_child(_MODULE, payload | {"out": str(out)})
+        return run_child(__name__, payload | {"out": str(out)})
     finally:
         shutil.rmtree(out, ignore_errors=True)
 
 
-def _main_series(cfg: Config, corpus: Corpus, site: Any, tmp: Path) -> dict[str, Any]:
+def _main_series(cfg: Config, corpus: Corpus, site: LoopbackSite, tmp: Path) -> dict[str, Any]:
     """Extraction, its parts and the reference, interleaved repeat by repeat (drift hits all alike)."""
     visited = cfg.pages + 1  # the walk stops at the first page older than the window (checked below)
     urls = [site.url(path) for path in chain_routes(corpus)][:visited]
@@ -154,14 +153,12 @@ def _main_series(cfg: Config, corpus: Corpus, site: Any, tmp: Path) -> dict[str,
         if last["pages_visited"] != visited or not last["counts_ok"]:
             raise RuntimeError(f"the walk visited {last['pages_visited']} pages (not {visited}): {last['checks']}")
         for task in ("parts", "reference"):
-            payload = {"task": task, "urls": urls, "base_url": site.base_url, "dataset": corpus.dataset_key}
+            payload = {"task": task, "urls": urls, "base_url": site.base_url, "dataset": corpus.spec.dataset_key}
             runs[task].append(_child_in_tmp(tmp, payload | {"land": cfg.pages}))
     return runs
 
 
 def _scaling_point(cfg: Config, target: int, pages: int, tmp: Path) -> dict[str, Any]:
-    from placsp_provider.demo.loopback_site import LoopbackSite
-
     point: dict[str, Any] = {"target_bytes": target, "pages": pages}
     broken: dict[str, Any] = {"corruption_count": 1, "mix": {UNCLOSED_TAG: 1}}
     for variant, extra in (("clean", {}), ("not_well_formed", broken)):
@@ -199,9 +196,6 @@ def report(raw: dict[str, Any], seconds: float) -> BenchResult:
     cfg, main, sc, scaling = raw["config"], raw["main"], raw["scan_cost"], raw["scaling"]
     ext, ref = main["extract"], main["reference"]
     first, landed = ext[0], ext[0]["landed"]
-
-    def med(runs: list[dict[str, Any]], key: str = "seconds") -> float:
-        return statistics.median(r[key] for r in runs)
 
     def row(label: str, runs: list[dict[str, Any]]) -> list[str]:
         peak = max(r["peak_rss_mb"] for r in runs)

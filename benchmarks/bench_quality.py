@@ -24,7 +24,6 @@ Medians of `repeats` runs; the page cache is warm (one unmeasured pass first). G
 from __future__ import annotations
 
 import random
-import statistics
 import tempfile
 import time
 from dataclasses import dataclass
@@ -33,12 +32,11 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from benchmarks._common import BenchResult, Table, child_main, f2, peak_rss_mb, run_child
+from benchmarks._common import BenchResult, Table, child_main, f2, med, peak_rss_mb, run_child
 
 NAME = "quality"
 TITLE = "Data-contract checks (delta-rs + DuckDB) vs full scan; Prophet volume model"
 SEED = 20261201
-_MODULE = "benchmarks.bench_quality"
 _DATASETS = {"agregadas": 0.7, "licitaciones": 0.3}
 _CHILDREN = {"documents": 0.9, "results": 0.9, "lots": 0.5, "tombstones": 0.05}
 CHECK_DATASET = "agregadas"
@@ -66,18 +64,18 @@ def run(quick: bool = False) -> BenchResult:
         generation_s = time.perf_counter() - t
         run_id = truth["run_ids"][len(truth["run_ids"]) // 2]
         payload = {"lake": str(lake), "run_id": run_id}
-        warm = run_child(_MODULE, {"task": "checks", **payload}, timeout=1800)
+        warm = run_child(__name__, {"task": "checks", **payload}, timeout=1800)
         if warm["failed_error"]:
             raise RuntimeError(f"generated tables fail error rules: {warm['failed_error']}")
-        run_child(_MODULE, {"task": "full_scan", **payload}, timeout=1800)
+        run_child(__name__, {"task": "full_scan", **payload}, timeout=1800)
         checks, scans = [], []
         for _ in range(cfg.repeats):
-            checks.append(run_child(_MODULE, {"task": "checks", **payload}, timeout=1800))
-            scans.append(run_child(_MODULE, {"task": "full_scan", **payload}, timeout=1800))
+            checks.append(run_child(__name__, {"task": "checks", **payload}, timeout=1800))
+            scans.append(run_child(__name__, {"task": "full_scan", **payload}, timeout=1800))
         if scans[0]["rows"] != truth["rows_total"]:
             raise RuntimeError(f"full scan read {scans[0]['rows']} rows, generated {truth['rows_total']}")
         prophet = [
-            run_child(_MODULE, {"task": "prophet", "lake": str(Path(tmp) / f"p{i}"), "days": cfg.prophet_days})
+            run_child(__name__, {"task": "prophet", "lake": str(Path(tmp) / f"p{i}"), "days": cfg.prophet_days})
             for i in range(cfg.repeats)
         ]
     raw = {"config": cfg.__dict__, "checks": checks, "scans": scans, "prophet": prophet, "truth": truth}
@@ -87,10 +85,7 @@ def run(quick: bool = False) -> BenchResult:
 def report(raw: dict[str, Any], seconds: float) -> BenchResult:
     cfg, checks, truth = raw["config"], raw["checks"], raw["truth"]
 
-    def med(runs: list[dict[str, Any]], key: str) -> float:
-        return statistics.median(r[key] for r in runs)
-
-    check_s, scan_s = med(checks, "seconds"), med(raw["scans"], "seconds")
+    check_s, scan_s = med(checks), med(raw["scans"])
     check_mb, scan_mb = med(checks, "peak_mb"), med(raw["scans"], "peak_mb")
     rows = [
         [f"`run_checks`: seven contracts on `{CHECK_DATASET}`, one run ({checks[0]['rules']} rules)",
@@ -201,18 +196,9 @@ def _write_tables(lake: Path, cfg: Config) -> dict[str, Any]:
                             "total_amount": amount,
                         }
                     )
-                else:
-                    tables[child].append(
-                        {
-                            "dataset": dataset,
-                            "entry_id": entry_id,
-                            "folder_number": serial,
-                            "deleted_at": updated + timedelta(days=30),
-                            "_source_file": "bronze/p.atom",
-                            "_ingest_run_id": run_id,
-                            "_ingested_at": ingested,
-                        }
-                    )
+                else:  # a tombstone has no entry_updated
+                    row = {k: v for k, v in common.items() if k != "entry_updated"}
+                    tables[child].append(row | {"folder_number": serial, "deleted_at": updated + timedelta(days=30)})
         for name, rows in tables.items():
             if rows:
                 schema = table_schema(name)
@@ -260,8 +246,8 @@ def _child_full_scan(payload: dict[str, Any]) -> dict[str, Any]:
     from placsp_provider.table_files import local_files
 
     t = time.perf_counter()
-    # Every file of every table into Arrow, through Arrow's local filesystem: deltalake's own crashes
-    # processes at exit (table_files.local_files; it killed this child with SIGABRT, 2026-12-03).
+    # Every file of every table into Arrow, through Arrow's local filesystem (table_files.local_files):
+    # deltalake's own crashes processes at exit.
     lake = Path(payload["lake"])
     rows = sum(local_files(DeltaTable(str(table_path(lake, n)))).to_table().num_rows for n in SILVER_TABLES)
     return {"seconds": time.perf_counter() - t, "peak_mb": peak_rss_mb(), "rows": rows}

@@ -56,7 +56,6 @@ from placsp_provider.lake import CHILD_TABLES, SILVER_TABLES
 NAME = "replay"
 TITLE = "Dead-letter replay vs ingest (the same records, one SparkSession)"
 SEED = 20251130
-_MODULE = "benchmarks.bench_replay"
 _DATASET = "agregadas"
 _POOL = "1044"
 _ERROR_TYPE = "invalid_amount"
@@ -89,7 +88,7 @@ def run(quick: bool = False) -> BenchResult:
     with tempfile.TemporaryDirectory(prefix="placsp-bench-replay-") as tmp_name:
         payload = prepare(Path(tmp_name), cfg)
         waited, busy = wait_for_quiet(cfg.quiet_wait_s)
-        measures = run_child(_MODULE, {"task": "replay_vs_ingest", **payload}, timeout=1800)
+        measures = run_child(__name__, {"task": "replay_vs_ingest", **payload}, timeout=1800)
     quiet = {"waited_s": waited, "other_cores_before": busy}
     raw = {"config": cfg.__dict__, "corpus": payload["corpus"], "quiet_wait": quiet, "measures": measures}
     return report(raw, time.perf_counter() - started)
@@ -230,7 +229,7 @@ def silver_checksums(spark: Any, lake: Path, entry_ids: list[str]) -> dict[str, 
     out = {}
     for table in _COMPARED:
         df = spark.read.format("delta").load(str(table_path(lake, table))).join(ids, "entry_id")
-        (row,) = hash_all(df.select(*[f"`{c}`" for c in sorted(df.columns) if c not in _LINEAGE]))
+        row = hash_all(df.select(*[f"`{c}`" for c in sorted(df.columns) if c not in _LINEAGE]))
         out[table] = [int(row["n"]), int(row["h"] or 0)]
     return out
 

@@ -26,9 +26,7 @@ sampled by `_common.ProcessTree`.
 
 Parse-and-route writes every row of every page (the Parquet files the ingest's MERGEs read), and
 Silver is read back by an aggregate over `xxhash64` of every column (nested fields included), so no
-reader can skip a column. Corpus generation and landing are never timed. The study
-of Spark's own XML reader (speed and what it loses on corrupted pages) was run once; its results
-are a static section of docs/benchmarks.md.
+reader can skip a column. Corpus generation and landing are never timed.
 """
 
 from __future__ import annotations
@@ -42,8 +40,10 @@ import subprocess
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -60,6 +60,7 @@ from benchmarks._common import (
     cpu_seconds,
     f1,
     f2,
+    measure_tree,
     peak_mb,
     peak_rss_mb,
     run_child,
@@ -79,7 +80,6 @@ from benchmarks.pagegen import DEFAULT_NEWEST, generate_corpus
 NAME = "silver"
 TITLE = "Silver ingest (parse-and-route on Spark, whole ingest)"
 SEED = 20251129
-_MODULE = "benchmarks.bench_silver"
 _DATASET = "licitaciones"
 _POOL = "643"
 
@@ -98,10 +98,7 @@ class Config:
     noise_cores: float = 0.25  # a child next to more foreign load than this (in cores) is run again...
     attempts: int = 3  # ...up to this many times in all; the quietest attempt is kept
     fresh_repeats: int = 2  # whole-process runs of a measurement compared with nothing (the stale page); fastest kept
-    # Whole-process runs of each side of a goal's pair (PAIRED), in ABBA order; fastest kept. 3 runs a
-    # side gave single rounds of the marginal from 0.32x to 0.55x (2026-12-03): wider than the gap to
-    # the goal, so 5.
-    paired_repeats: int = 5
+    paired_repeats: int = 5  # whole-process runs of each side of a goal's pair (PAIRED), ABBA order (decision 0016)
 
     @property
     def half(self) -> int:  # N of the marginal ingest (2N = all pages)
@@ -194,14 +191,16 @@ def run(quick: bool = False) -> BenchResult:
             if pair is None:  # one warm-session child, or a whole-process run compared with nothing
                 whole = payload.get("task") in ("fresh_ingest", "bare_session")
                 runs = cfg.fresh_repeats if whole else 1
-                measures[key] = _best_of(runs, cfg, {**base, "task": key, **payload}, noise)
+                measures[key] = _fastest([_quietest(cfg, {**base, "task": key, **payload}, noise) for _ in range(runs)])
                 continue
             payloads = {k: {**base, "task": k, **spec[k]} for k in pair}
             measures.update(_interleaved(pair, cfg.paired_repeats, cfg, payloads, noise))
     measures["spark_ingest"]["small_entries"] = warm.total_entries
     raw = {"config": cfg.__dict__, "quick": quick, "corpus": corpus_facts(clean), "measures": measures, "noise": noise}
     raw["half_bytes"] = sum(p.bytes for p in clean.pages[cfg.half :])
-    raw["class_archive"] = _class_archive()
+    from placsp_provider.spark.class_archive import archive_options
+
+    raw["class_archive"] = archive_options("")  # the archive the children's driver JVMs map, or ""
     raw["one_page_entries"] = later.pages[0].entries
     raw["one_stale_page_entries"] = warm.pages[0].entries
     # Kept before anything below can fail (a contents mismatch, a report bug): minutes of measurements.
@@ -218,8 +217,10 @@ def _quietest(cfg: Config, payload: dict[str, Any], noise: dict[str, float]) -> 
     tries: list[dict[str, Any]] = []
     t0 = time.perf_counter()
     for _ in range(cfg.attempts):
+        if payload["task"] == "fresh_ingest":  # each run writes its lake afresh
+            shutil.rmtree(payload["lake"], ignore_errors=True)
         waited, busy = wait_for_quiet(cfg.quiet_wait_s)
-        result = run_child(_MODULE, payload, measure=True)
+        result = run_child(__name__, payload, measure=True)
         result["quiet_wait"] = {"waited_s": waited, "other_cores_before": busy}
         tries.append(result)
         other = result["other_load"]
@@ -236,38 +237,26 @@ def _quietest(cfg: Config, payload: dict[str, Any], noise: dict[str, float]) -> 
     return best
 
 
-def _best_of(runs: int, cfg: Config, payload: dict[str, Any], noise: dict[str, float]) -> dict[str, Any]:
-    """A whole-process measurement `runs` times, the fastest kept (`process_s`; every run's seconds in
-    `process_runs_s`)."""
-    return _fastest([_run_fresh(cfg, payload, noise) for _ in range(runs)])
-
-
 def _interleaved(
     pair: tuple[str, str], runs: int, cfg: Config, payloads: dict[str, dict[str, Any]], noise: dict[str, float]
 ) -> dict[str, dict[str, Any]]:
     """Two whole-process measurements that a goal compares, `runs` times each in ABBA order (a, b, b, a,
     ...), the fastest of each kept (every run's seconds in `process_runs_s`, whose i-th runs make round
     i of the goal, `_paired`). A goal's ratio or difference of two of them is only as good as its
-    worse side: run in blocks, a slow spell of the machine lands on one side only (the marginal read
-    0.42x and 0.85x in two runs of the same code that way)."""
+    worse side: run in blocks, a slow spell of the machine lands on one side only (decision 0016)."""
     results: dict[str, list[dict[str, Any]]] = {k: [] for k in pair}
     order = abba(runs, *pair)
     for key in order:
-        results[key].append(_run_fresh(cfg, payloads[key], noise))
+        results[key].append(_quietest(cfg, payloads[key], noise))
     out = {k: _fastest(v) for k, v in results.items()}
     for key in pair:
         out[key]["run_order"] = order
     return out
 
 
-def _run_fresh(cfg: Config, payload: dict[str, Any], noise: dict[str, float]) -> dict[str, Any]:
-    if payload["task"] == "fresh_ingest":  # each run writes its lake afresh
-        shutil.rmtree(payload["lake"], ignore_errors=True)
-    return _quietest(cfg, payload, noise)
-
-
 def _fastest(results: list[dict[str, Any]]) -> dict[str, Any]:
-    best = min(results, key=lambda r: r.get("process_s", 0.0)) if len(results) > 1 else results[0]
+    """The fastest of a whole-process measurement's runs (`process_s`; every run's seconds in `process_runs_s`)."""
+    best = min(results, key=lambda r: r.get("process_s", 0.0))
     if "process_s" in best:
         best["process_runs_s"] = [r["process_s"] for r in results]
     return best
@@ -288,17 +277,11 @@ def _check_contents(raw: dict[str, Any], quick: bool) -> dict[str, Any]:
     cfg = raw["config"]
     corpus = {"dataset": _DATASET, "pool": _POOL, "seed": SEED, "pages": cfg["pages"], "items": cfg["items_per_page"]}
     if quick:
-        return {
-            "tables": got,
-            "verdict": f"{_SAME} (quick: not compared with the record)",
-        }
+        return {"tables": got, "verdict": f"{_SAME} (quick: not compared with the record)"}
     if os.environ.get(RECORD_CONTENTS) == "1" or not CONTENTS.exists():
         record = {"corpus": corpus, "recorded": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "commit": _commit()}
         CONTENTS.write_text(json.dumps({**record, "tables": got}, indent=2, sort_keys=True) + "\n")
-        return {
-            "tables": got,
-            "verdict": f"{_SAME}; recorded into {CONTENTS.name} now",
-        }
+        return {"tables": got, "verdict": f"{_SAME}; recorded into {CONTENTS.name} now"}
     expected = json.loads(CONTENTS.read_text())
     if expected["corpus"] != corpus:
         raise RuntimeError(f"{CONTENTS.name} was recorded for corpus {expected['corpus']}, this run is {corpus}")
@@ -327,8 +310,9 @@ def report(raw: dict[str, Any], seconds: float) -> BenchResult:
     cores, pages, half = cfg["cores"], cfg["pages"], cfg["pages"] // 2
 
     def row(label: str, n: int, m: dict[str, Any], key: str = "") -> list[str]:
-        """One row: `best_s`/`cpu_s_best` of a measure, or `<key>_s`/`<key>_cpu` of the single-process one."""
-        sec, cpu = (m[f"{key}_s"], m[f"{key}_cpu"]) if key else (m["best_s"], m["cpu_s_best"])
+        """One row of a measure, or of its part `key` (the single-process one's); the memory is the measure's."""
+        part = m[key] if key else m
+        sec, cpu = part["best_s"], part["cpu_s_best"]
         return [label, str(n), f2(sec), f"{ref['best_s'] / sec:.2f}x", f2(cpu), peak_mb(m)]
 
     table = Table(
@@ -358,11 +342,11 @@ def report(raw: dict[str, Any], seconds: float) -> BenchResult:
     def vs_bare(key: str) -> str:
         return f"{ms[key]['process_s'] / ms['bare']['process_s']:.2f}x"
 
-    run = ing["run"]
+    run, stage_cpu = ing["run"], single["stage_page"]["cpu_s_best"]
     tables = ", ".join(f"{t} {v['rows']:,}" for t, v in raw["contents"]["tables"].items())
     figures = [
-        f"Parse-and-route's ceiling: `stage_page` needs {f2(single['stage_page_cpu'])} CPU s on one core, so {cores} "
-        f"workers with no Spark overhead at all would reach {ref['best_s'] / (single['stage_page_cpu'] / cores):.2f}x.",
+        f"Parse-and-route's ceiling: `stage_page` needs {f2(stage_cpu)} CPU s on one core, so {cores} "
+        f"workers with no Spark overhead at all would reach {ref['best_s'] / (stage_cpu / cores):.2f}x.",
         f"Marginal, default engine ({ms['fresh_all']['engine']}): {half} pages {sec('fresh_half')} s, {pages} pages "
         f"{sec('fresh_all')} s (fastest runs; [0016](decisions/0016-goal-pairs-abba-median-of-five.md), "
         f"[0031](decisions/0031-spark-parses-delta-rs-writes.md)); {pages} pages on Spark alone "
@@ -429,13 +413,6 @@ def _fixed_rounds(ms: dict[str, Any]) -> list[float]:
     return [one / bare for one, bare in _paired(ms, "one_page", "bare")]
 
 
-def _class_archive() -> str:
-    """The class archive the children's driver JVMs map (spark/class_archive.py), or "" (for the raw JSON)."""
-    from placsp_provider.spark.class_archive import archive_options
-
-    return archive_options("")
-
-
 # -- children: shared ------------------------------------------------------------------------------
 def _warm_page_cache(files: list[str]) -> None:
     for f in files:
@@ -449,12 +426,8 @@ def _reference_extract(path: str, sink: Counter[str]) -> list[tuple[Any, ...]]:
     from placsp_provider.feed.xml import DELETED_ENTRY_TAG, ENTRY_TAG, iterparse
     from placsp_provider.parser.entry_fields import CAC, CAC_EXT, CBC, CBC_EXT, A
 
-    cfs_tag, pp, lot_tag, tr = (
-        CAC_EXT["ContractFolderStatus"],
-        CAC["ProcurementProject"],
-        CAC["ProcurementProjectLot"],
-        CAC["TenderResult"],
-    )
+    cfs_tag, pp = CAC_EXT["ContractFolderStatus"], CAC["ProcurementProject"]
+    lot_tag, tr = CAC["ProcurementProjectLot"], CAC["TenderResult"]
     budget_total = f"{CAC['BudgetAmount']}/{CBC['TotalAmount']}"
     cpv = f"{CAC['RequiredCommodityClassification']}/{CBC['ItemClassificationCode']}"
     winner_name = f"{CAC['PartyName']}/{CBC['Name']}"
@@ -475,11 +448,7 @@ def _reference_extract(path: str, sink: Counter[str]) -> list[tuple[Any, ...]]:
             sink["tombstones"] += 1
         else:
             cfs = elem.find(cfs_tag)
-            record: list[Any] = [
-                elem.findtext(A["id"]),
-                elem.findtext(A["updated"]),
-                elem.findtext(A["title"]),
-            ]
+            record: list[Any] = [elem.findtext(A["id"]), elem.findtext(A["updated"]), elem.findtext(A["title"])]
             if cfs is not None:
                 project = cfs.find(pp)
                 lots = [
@@ -526,32 +495,35 @@ def _reference_extract(path: str, sink: Counter[str]) -> list[tuple[Any, ...]]:
     return out
 
 
+def _timed_runs(fn: Callable[[], Any], repeats: int) -> dict[str, Any]:
+    """`fn` run `repeats` times, garbage collected before each: every run's seconds, the fastest and its CPU."""
+    runs, cpus = [], []
+    for _ in range(repeats):
+        gc.collect()
+        c0, t0 = cpu_seconds(), time.perf_counter()
+        fn()
+        runs.append(time.perf_counter() - t0)
+        cpus.append(cpu_seconds() - c0)
+    best = runs.index(min(runs))
+    return {"runs_s": runs, "best_s": runs[best], "cpu_s_best": cpus[best]}
+
+
 def _child_reference(p: dict[str, Any]) -> dict[str, Any]:
     import lxml.etree  # noqa: F401  (imports before the baseline)
 
     files = p["files"]
     _warm_page_cache(files)
     baseline = peak_rss_mb()
-    runs: list[float] = []
-    cpus: list[float] = []
     counts: Counter[str] = Counter()
-    for _ in range(p["repeats"] + 1):  # the first run warms imports and caches, not reported
-        counts = Counter()
-        c0, t0 = cpu_seconds(), time.perf_counter()
+
+    def extract_all() -> None:
+        counts.clear()
         for f in files:
             _reference_extract(f, counts)
-        runs.append(time.perf_counter() - t0)
-        cpus.append(cpu_seconds() - c0)
-    runs, cpus = runs[1:], cpus[1:]
-    best = min(range(len(runs)), key=runs.__getitem__)
-    return {
-        "runs_s": runs,
-        "best_s": runs[best],
-        "cpu_s_best": cpus[best],
-        "peak_rss_mb": peak_rss_mb(),
-        "baseline_mb": baseline,
-        "counts": dict(counts),
-    }
+
+    extract_all()  # warms imports and caches, not reported
+    timed = _timed_runs(extract_all, p["repeats"])
+    return timed | {"peak_rss_mb": peak_rss_mb(), "baseline_mb": baseline, "counts": dict(counts)}
 
 
 # -- children: single process ---------------------------------------------------------------------
@@ -562,10 +534,7 @@ def _child_single(p: dict[str, Any]) -> dict[str, Any]:
     from placsp_provider.parser.page_parser import parse_page
 
     staging = tempfile.mkdtemp(prefix="placsp-bench-staging-")
-
-    def stage(data: bytes, *, dataset: Any, source_file: str) -> Any:
-        return stage_page(data, dataset=dataset, source_file=source_file, staging=staging)
-
+    stage = partial(stage_page, staging=staging)
     ds = get_dataset(_DATASET)
     files = p["files"]
     _warm_page_cache(files)
@@ -575,19 +544,15 @@ def _child_single(p: dict[str, Any]) -> dict[str, Any]:
         stage(sample, dataset=ds, source_file="warm")
     out: dict[str, Any] = {"baseline_mb": peak_rss_mb()}
     for name, fn in (("parse_page", parse_page), ("stage_page", stage)):
-        runs, cpus = [], []
-        for _ in range(p["repeats"]):
-            gc.collect()
-            c0, t0 = cpu_seconds(), time.perf_counter()
-            for f in files:
-                fn(Path(f).read_bytes(), dataset=ds, source_file=Path(f).name)
-            runs.append(time.perf_counter() - t0)
-            cpus.append(cpu_seconds() - c0)
-        out[f"{name}_runs"], out[f"{name}_s"], out[f"{name}_cpu"] = runs, min(runs), cpus[runs.index(min(runs))]
-    out.update(runs_s=out["parse_page_runs"], best_s=out["parse_page_s"], cpu_s_best=out["parse_page_cpu"])
+        out[name] = _timed_runs(partial(_each_page, fn, files, ds), p["repeats"])
     out["peak_rss_mb"] = peak_rss_mb()
     shutil.rmtree(staging, ignore_errors=True)
     return out
+
+
+def _each_page(fn: Callable[..., Any], files: list[str], ds: Any) -> None:
+    for f in files:
+        fn(Path(f).read_bytes(), dataset=ds, source_file=Path(f).name)
 
 
 # -- children: Spark ------------------------------------------------------------------------------
@@ -680,21 +645,15 @@ def _child_spark_ingest(p: dict[str, Any]) -> dict[str, Any]:
     small_s, small = ingest(p["warm_template"], warm_lake, "warm-2")  # the fixed cost of any ingest, warm
     shutil.rmtree(warm_lake, ignore_errors=True)
     _warm_page_cache(p["files"])
-    tree = ProcessTree()
-    tree.reset()
-    tree.start()
-    gc.collect()
-    cpu0 = tree.cpu_seconds()
-    seconds, run = ingest(p["template"], lake, "bench-ingest")
-    tree.stop()
+    (seconds, run), measured = measure_tree(lambda: ingest(p["template"], lake, "bench-ingest"), ProcessTree())
     run["contents"] = lake_contents(spark, lake)
     spark.stop()
     shutil.rmtree(lake, ignore_errors=True)
     return {
         "runs_s": [seconds],
         "best_s": seconds,
-        "cpu_s_best": tree.cpu_seconds() - cpu0,
-        "tree": tree.report(),
+        "cpu_s_best": measured["cpu_s"],
+        "tree": measured["tree"],
         "run": run,
         "warm_s": warm_s,
         "small": {

@@ -68,9 +68,10 @@ import re
 import zipfile
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta, tzinfo
+from datetime import UTC, datetime, timedelta, timezone, tzinfo
 from pathlib import Path
 from typing import Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from placsp_provider.datasets import DATASETS, Dataset
 from placsp_provider.demo.loopback_site import Route
@@ -272,10 +273,6 @@ class Corpus:
     total_tombstones: int
     bytes: int
 
-    @property
-    def dataset_key(self) -> str:
-        return self.spec.dataset_key
-
 
 # -- public functions -----------------------------------------------------------------------------
 def generate_corpus(
@@ -288,10 +285,7 @@ def generate_corpus(
     **options: Any,
 ) -> Corpus:
     """Write `pages` pages into `out_dir` (created if needed), one at a time; return their facts.
-
-    `options` are the other `CorpusSpec` fields (target_page_bytes, tombstone_share, mix,
-    entry_pool, tombstone_style, newest, item_spacing, head, clean_tail, corruption_count).
-    """
+    `options` are the other `CorpusSpec` fields."""
     spec = CorpusSpec(pages, items_per_page, corruption_rate, seed, dataset_key, **options)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -366,8 +360,6 @@ def _pool_sources(pool: str) -> list[tuple[str, bytes]]:
 
 @functools.lru_cache(maxsize=4)
 def _templates(pool: str) -> tuple[_Template, ...]:
-    if pool not in ENTRY_POOLS:
-        raise ValueError(f"entry_pool must be one of {ENTRY_POOLS}, got {pool!r}")
     templates: list[_Template] = []
     for source, data in _pool_sources(pool):
         for n, match in enumerate(_ENTRY_RE.finditer(data)):
@@ -415,10 +407,6 @@ class _Page:
     def entries(self) -> list[_Item]:
         return [i for i in self.items if i.is_entry]
 
-    @property
-    def tombstones(self) -> list[_Item]:
-        return [i for i in self.items if not i.is_entry]
-
 
 @dataclass
 class _Plan:
@@ -426,18 +414,10 @@ class _Plan:
     ground_truth: list[Corruption]
 
 
-def _madrid() -> tzinfo:
-    try:
-        from zoneinfo import ZoneInfo
-
-        return ZoneInfo("Europe/Madrid")
-    except Exception:  # no tz database: CET all year round
-        from datetime import timezone
-
-        return timezone(timedelta(hours=1))
-
-
-_TZ = _madrid()
+try:
+    _TZ: tzinfo = ZoneInfo("Europe/Madrid")
+except ZoneInfoNotFoundError:  # no tz database: CET all year round
+    _TZ = timezone(timedelta(hours=1))
 
 
 def _stamp(value: datetime) -> str:
@@ -461,12 +441,9 @@ def _plan(spec: CorpusSpec) -> _Plan:
     ds = spec.dataset
     per_page = _items_per_page(spec)
     tomb_per_page = round(per_page * spec.tombstone_share)
-    entries_per_page = per_page - tomb_per_page
-    n_entries = entries_per_page * spec.pages
-    n_tombs = tomb_per_page * spec.pages
     # Entry ids and (disjoint) ids of older, deleted entries; both look like the producer's.
-    entry_numbers = rng.sample(range(1_000_000, 9_000_000), n_entries)
-    tomb_numbers = rng.sample(range(9_000_000, 9_999_999), n_tombs)
+    entry_numbers = iter(rng.sample(range(1_000_000, 9_000_000), (per_page - tomb_per_page) * spec.pages))
+    tomb_numbers = iter(rng.sample(range(9_000_000, 9_999_999), tomb_per_page * spec.pages))
     id_prefix = f"{_ID_HOST}/{ds.entry_id_path}/"
 
     span = spec.item_spacing * per_page
@@ -474,7 +451,6 @@ def _plan(spec: CorpusSpec) -> _Plan:
     newest = spec.newest.astimezone(UTC)
     pages: list[_Page] = []
     used_names: set[str] = set()
-    e_next = t_next = 0
     for p in range(spec.pages):
         top = newest - span * p
         offsets = (
@@ -486,11 +462,9 @@ def _plan(spec: CorpusSpec) -> _Plan:
         entries: list[_Item] = []
         for k, when in enumerate(times):
             if k in tomb_slots:
-                tombs.append(_Item(False, f"{id_prefix}{tomb_numbers[t_next]}", when))
-                t_next += 1
+                tombs.append(_Item(False, f"{id_prefix}{next(tomb_numbers)}", when))
             else:
-                entries.append(_Item(True, f"{id_prefix}{entry_numbers[e_next]}", when, rng.randrange(len(templates))))
-                e_next += 1
+                entries.append(_Item(True, f"{id_prefix}{next(entry_numbers)}", when, rng.randrange(len(templates))))
         published = top + timedelta(seconds=1)
         if spec.head and p == 0:
             name = ds.head_file
@@ -515,9 +489,9 @@ def _inject(spec: CorpusSpec, plan: _Plan, rng: random.Random, templates: tuple[
     free_entries: list[_Item] = []
     free_tombs: list[_Item] = []
     for page in corruptible:
-        for item in page.items:
-            where[id(item)] = page
-            (free_entries if item.is_entry else free_tombs).append(item)
+        for member in page.items:
+            where[id(member)] = page
+            (free_entries if member.is_entry else free_tombs).append(member)
     last_entries = {id(p.entries[-1]) for p in corruptible if p.entries}
     if spec.corruption_count is not None:
         count = spec.corruption_count
@@ -534,25 +508,12 @@ def _inject(spec: CorpusSpec, plan: _Plan, rng: random.Random, templates: tuple[
     rng.shuffle(free_tombs)
     truncated: set[int] = set()
     records: list[tuple[str, _Item, _Page, list[_Page]]] = []  # kind, item, its page, pages involved
-
-    def take(pool: list[_Item], accept: Callable[[_Item], bool] | None = None) -> _Item | None:
-        """Remove and return the last item of a shuffled pool that `accept`s (swap-remove: O(1))."""
-        for i in range(len(pool) - 1, -1, -1):
-            if accept is None or accept(pool[i]):
-                pool[i], pool[-1] = pool[-1], pool[i]
-                return pool.pop()
-        return None
-
     for n in range(count):
         kind = cycle[n % len(cycle)]
         if kind == TRUNCATED_PAGE:
-            last = take(
-                free_entries,
-                lambda e: id(e) in last_entries and where[id(e)].index not in truncated,
-            )
-            if last is None:
+            item = _take(free_entries, lambda e: id(e) in last_entries and where[id(e)].index not in truncated)
+            if item is None:
                 continue
-            item = last
             page = where[id(item)]
             truncated.add(page.index)
             entry = templates[item.template].render(item.ident, _stamp(item.when))
@@ -562,7 +523,7 @@ def _inject(spec: CorpusSpec, plan: _Plan, rng: random.Random, templates: tuple[
         elif kind == DUPLICATE_ID:
             if len(free_entries) < 2:
                 continue
-            a, b = take(free_entries), take(free_entries)
+            a, b = _take(free_entries), _take(free_entries)
             assert a is not None and b is not None
             newer, older = (a, b) if a.when > b.when else (b, a)
             older.ident = newer.ident
@@ -575,7 +536,7 @@ def _inject(spec: CorpusSpec, plan: _Plan, rng: random.Random, templates: tuple[
             records.append((kind, newer, where[id(newer)], [where[id(newer)], where[id(older)]]))
         elif kind in (TOMBSTONE_AFTER_UPDATE, TOMBSTONE_BEFORE_UPDATE):
             after = kind == TOMBSTONE_AFTER_UPDATE
-            pair = _take_pair(free_tombs, free_entries, after, take)
+            pair = _take_pair(free_tombs, free_entries, after)
             if pair is None:
                 continue
             tomb, entry_item = pair
@@ -589,14 +550,13 @@ def _inject(spec: CorpusSpec, plan: _Plan, rng: random.Random, templates: tuple[
             }
             records.append((kind, tomb, where[id(tomb)], [where[id(tomb)], where[id(entry_item)]]))
         else:
-            picked = take(free_entries)
-            if picked is None:
+            item = _take(free_entries)
+            if item is None:
                 continue
-            item = picked
             supporting = [i for i, t in enumerate(templates) if t.supports(kind)]
             item.template = rng.choice(supporting)
             item.corruption = kind
-            item.facts = _describe(kind, templates[item.template], item)
+            _, item.facts = _corrupt(kind, templates[item.template].render(item.ident, _stamp(item.when)))
             records.append((kind, item, where[id(item)], [where[id(item)]]))
 
     page_breakers: dict[int, str] = {}
@@ -622,12 +582,19 @@ def _inject(spec: CorpusSpec, plan: _Plan, rng: random.Random, templates: tuple[
     plan.ground_truth.sort(key=lambda c: (order[c.page_file], c.kind, c.entry_id))
 
 
-def _take_pair(
-    tombs: list[_Item], entries: list[_Item], after: bool, take: Callable[..., _Item | None]
-) -> tuple[_Item, _Item] | None:
+def _take(pool: list[_Item], accept: Callable[[_Item], bool] | None = None) -> _Item | None:
+    """Remove and return the last item of a shuffled pool that `accept`s (swap-remove: O(1))."""
+    for i in range(len(pool) - 1, -1, -1):
+        if accept is None or accept(pool[i]):
+            pool[i], pool[-1] = pool[-1], pool[i]
+            return pool.pop()
+    return None
+
+
+def _take_pair(tombs: list[_Item], entries: list[_Item], after: bool) -> tuple[_Item, _Item] | None:
     """A free tombstone and a free entry older (`after`) or newer than it; both leave their pools."""
     for i in range(len(tombs) - 1, -1, -1):
-        entry = take(entries, functools.partial(_on_side, tombs[i].when, after))
+        entry = _take(entries, functools.partial(_on_side, tombs[i].when, after))
         if entry is not None:
             tombs[i], tombs[-1] = tombs[-1], tombs[i]
             return tombs.pop(), entry
@@ -637,13 +604,6 @@ def _take_pair(
 def _on_side(when: datetime, older: bool, entry: _Item) -> bool:
     """Is `entry` older (or newer) than a tombstone dated `when`?"""
     return entry.when < when if older else entry.when > when
-
-
-def _describe(kind: str, template: _Template, item: _Item) -> dict[str, str]:
-    """Facts of an entry-level corruption, computed from the same bytes `_corrupt` rewrites."""
-    entry = template.render(item.ident, _stamp(item.when))
-    _, facts = _corrupt(kind, entry)
-    return facts
 
 
 def _detail(kind: str, facts: Mapping[str, str]) -> str:

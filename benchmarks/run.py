@@ -32,6 +32,7 @@ BENCHMARKS: tuple[str, ...] = (
     "benchmarks.bench_completeness",
     "benchmarks.bench_quality",
 )
+NAMES = [m.rsplit(".", 1)[-1].removeprefix("bench_") for m in BENCHMARKS]  # what `--only` takes
 
 DOCS = REPO / "docs" / "benchmarks.md"
 OUT = REPO / "benchmarks" / "out"
@@ -47,8 +48,7 @@ compare ratios measured in one run, not seconds across runs or machines.
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Run the PLACSP provider benchmarks.")
-    names = [m.rsplit(".", 1)[-1].removeprefix("bench_") for m in BENCHMARKS]
-    parser.add_argument("--only", action="append", choices=names, help="run only this benchmark (repeatable)")
+    parser.add_argument("--only", action="append", choices=NAMES, help="run only this benchmark (repeatable)")
     parser.add_argument("--quick", action="store_true", help="tiny sizes; does not touch docs/benchmarks.md")
     parser.add_argument("--no-docs", action="store_true", help="do not rewrite docs/benchmarks.md")
     parser.add_argument("--out", type=Path, default=OUT, help="folder for the raw JSON results")
@@ -58,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
     print("machine: " + ", ".join(f"{k} {v}" for k, v in facts.items()), flush=True)
     sections: dict[str, str] = {}
     started = time.perf_counter()
-    for module_name, name in zip(BENCHMARKS, names, strict=True):
+    for module_name, name in zip(BENCHMARKS, NAMES, strict=True):
         if args.only and name not in args.only:
             continue
         module = importlib.import_module(module_name)
@@ -104,10 +104,9 @@ def write_docs(path: Path, sections: dict[str, str], facts: dict[str, str]) -> i
     kept = dict(found)
     for name, body in sections.items():
         kept[name] = f"<!-- bench:{name} -->\n{body}<!-- /bench:{name} -->\n"
-    order = [m.rsplit(".", 1)[-1].removeprefix("bench_") for m in BENCHMARKS]
-    first = next((i for i, (name, _) in enumerate(found) if name in order), len(found))
+    first = next((i for i, (name, _) in enumerate(found) if name in NAMES), len(found))
     leading = [name for name, _ in found[:first]]
-    names = leading + [n for n in order if n in kept] + [n for n in kept if n not in order and n not in leading]
+    names = leading + [n for n in NAMES if n in kept] + [n for n in kept if n not in NAMES and n not in leading]
     machine = ["## Machine of the last run", "", "| fact | value |", "|---|---|"]
     machine += [f"| {k} | {v} |" for k, v in facts.items()]
     text = "\n".join([_HEADER, *machine, "", *(kept[n] for n in names)]).rstrip() + "\n"

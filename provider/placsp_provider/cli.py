@@ -9,14 +9,24 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-from collections.abc import Callable, Sequence
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 from placsp_provider import settings
+from placsp_provider.datasets import get_dataset
+from placsp_provider.dead_letters.stats import count_dead_letters
 from placsp_provider.errors import PlacspError
-from placsp_provider.lake import DEAD_LETTER_TABLE, LAKE_TABLES, bronze_dir, table_path
+from placsp_provider.lake import DEAD_LETTER_TABLE, LAKE_TABLES, bronze_dir, manifest_path, table_path
+from placsp_provider.quality.contract import CONTRACT_TABLES
+from placsp_provider.quality.engine import CheckRequest, list_offending_rows
+from placsp_provider.quality.report import write_report
+from placsp_provider.quality.run import check_dataset
+from placsp_provider.quality.volume import VolumeConfig, check_day
+from placsp_provider.spark.session import get_session
 from placsp_provider.untrusted import printable, printable_json, printable_lines
 
 
@@ -26,6 +36,13 @@ def _timestamp(text: str) -> datetime:
     except ValueError as err:
         raise argparse.ArgumentTypeError(f"not an ISO date or timestamp: {text!r}") from err
     return value if value.tzinfo else value.replace(tzinfo=UTC)
+
+
+def _day(text: str) -> date:
+    try:
+        return date.fromisoformat(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(f"not a date (YYYY-MM-DD): {text!r}") from err
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -192,10 +209,6 @@ def _add_quality_commands(sub: Any) -> None:
 
 
 def _cmd_quality_check(args: argparse.Namespace) -> dict[str, Any]:
-    from placsp_provider.datasets import get_dataset
-    from placsp_provider.quality.contract import CONTRACT_TABLES
-    from placsp_provider.quality.engine import CheckRequest, list_offending_rows
-
     dataset, lake = get_dataset(args.dataset).key, args.lake.resolve()
     tables = tuple(args.table) or CONTRACT_TABLES
     if args.rows:
@@ -209,8 +222,6 @@ def _cmd_quality_check(args: argparse.Namespace) -> dict[str, Any]:
             print("\t".join("" if v is None else printable(v) for v in row))
         print(f"{len(rows)} row(s) (at most {args.limit})", file=sys.stderr)
         return {}
-    from placsp_provider.quality.run import check_dataset
-
     check = check_dataset(
         lake, dataset, run_id=args.run_id, tables=tables, contracts_dir=args.contracts, record=args.record
     )
@@ -231,9 +242,6 @@ def _cmd_quality_check(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _cmd_quality_volume(args: argparse.Namespace) -> dict[str, Any]:
-    from placsp_provider.datasets import get_dataset
-    from placsp_provider.quality.volume import VolumeConfig, check_day
-
     config = VolumeConfig(interval_width=args.interval_width, min_history_days=args.min_history_days)
     day = args.day or (datetime.now(UTC).date() - timedelta(days=1))
     check = check_day(args.lake.resolve(), get_dataset(args.dataset).key, day, config)
@@ -244,26 +252,14 @@ def _cmd_quality_volume(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _cmd_quality_report(args: argparse.Namespace) -> dict[str, Any]:
-    from placsp_provider.datasets import get_dataset
-    from placsp_provider.quality.report import write_report
-
     path = write_report(args.lake.resolve(), get_dataset(args.dataset).key, args.out, contracts_dir=args.contracts)
     print(f"wrote {path}")
     return {}
 
 
-def _day(text: str) -> date:
-    try:
-        return date.fromisoformat(text)
-    except ValueError as err:
-        raise argparse.ArgumentTypeError(f"not a date (YYYY-MM-DD): {text!r}") from err
-
-
 def _cmd_extract(args: argparse.Namespace) -> dict[str, Any]:
     from placsp_provider.bronze.extract import ExtractRequest, extract_interval
-    from placsp_provider.datasets import get_dataset
     from placsp_provider.feed.client import FeedClient
-    from placsp_provider.lake import manifest_path
 
     ds = get_dataset(args.dataset)
     request = ExtractRequest(
@@ -276,7 +272,7 @@ def _cmd_extract(args: argparse.Namespace) -> dict[str, Any]:
         max_pages=args.max_pages,
         stop_after_old_pages=args.stop_after_old_pages,
     )
-    with FeedClient(_client_config(args), ds.key) as client, _Progress(not args.json) as tick:
+    with FeedClient(_client_config(args), ds.key) as client, _progress(not args.json) as tick:
         manifest = extract_interval(client, request, progress=tick)
     summary = manifest.summary()
     summary["manifest"] = str(manifest_path(request.lake, ds.key, request.start, request.end))
@@ -285,12 +281,11 @@ def _cmd_extract(args: argparse.Namespace) -> dict[str, Any]:
 
 def _cmd_completeness(args: argparse.Namespace) -> dict[str, Any]:
     from placsp_provider.bronze.completeness import CompletenessRequest, check_month, parse_month
-    from placsp_provider.datasets import get_dataset
     from placsp_provider.feed.client import FeedClient
 
     ds = get_dataset(args.dataset)
     request = CompletenessRequest(ds, parse_month(args.month), args.lake.resolve(), args.run_id)
-    with FeedClient(_client_config(args), ds.key) as client, _Progress(not args.json) as tick:
+    with FeedClient(_client_config(args), ds.key) as client, _progress(not args.json) as tick:
         report = check_month(client, request, progress=tick)
     summary = report.summary()
     if summary["manifest"]:
@@ -305,18 +300,16 @@ def _cmd_completeness(args: argparse.Namespace) -> dict[str, Any]:
 def _client_config(args: argparse.Namespace) -> Any:
     from placsp_provider.feed.client import ClientConfig
 
-    config_kwargs: dict[str, Any] = {}
-    if args.base_url:
-        config_kwargs["base_url"] = args.base_url
-    if args.ca_bundle:
-        config_kwargs["verify"] = args.ca_bundle
-    return ClientConfig(**config_kwargs)
+    given = {"base_url": args.base_url, "verify": args.ca_bundle}
+    return ClientConfig(**{name: value for name, value in given.items() if value})
+
+
+def _run_id(args: argparse.Namespace, prefix: str) -> str:
+    """`--run-id`, else a new one: `<prefix>__<UTC time>_<6 hex>`."""
+    return args.run_id or f"{prefix}__{datetime.now(UTC):%Y%m%dT%H%M%S}_{uuid.uuid4().hex[:6]}"
 
 
 def _cmd_ingest(args: argparse.Namespace) -> dict[str, Any]:
-    import uuid
-
-    from placsp_provider.datasets import get_dataset
     from placsp_provider.ingest.engines import choose_engine, needs_spark
     from placsp_provider.ingest.request import IngestRequest
     from placsp_provider.ingest.run import ingest
@@ -326,7 +319,7 @@ def _cmd_ingest(args: argparse.Namespace) -> dict[str, Any]:
     landed = bronze_dir(lake, ds.key)
     if not landed.is_dir():
         raise PlacspError(f"dataset {ds.key}: nothing landed under {landed}; run `placsp extract` first")
-    run_id = args.run_id or f"cli__{datetime.now(UTC):%Y%m%dT%H%M%S}_{uuid.uuid4().hex[:6]}"
+    run_id = _run_id(args, "cli")
     request = IngestRequest(ds, lake, run_id, tuple(args.manifest), args.reprocess)
     engine = choose_engine(request, args.engine)
     start = "starting Spark (local) for" if needs_spark(engine) else "ingesting"
@@ -336,7 +329,6 @@ def _cmd_ingest(args: argparse.Namespace) -> dict[str, Any]:
 
 def _cmd_maintain(args: argparse.Namespace) -> dict[str, Any]:
     from placsp_provider.spark.maintenance import maintain_tables
-    from placsp_provider.spark.session import get_session
 
     lake = args.lake.resolve()
     if not lake.is_dir():
@@ -350,9 +342,6 @@ def _cmd_maintain(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _cmd_dead_letter_stats(args: argparse.Namespace) -> dict[str, Any]:
-    from placsp_provider.datasets import get_dataset
-    from placsp_provider.dead_letters.stats import count_dead_letters
-
     counts = count_dead_letters(
         args.lake.resolve(),
         dataset=get_dataset(args.dataset).key if args.dataset else None,
@@ -369,13 +358,10 @@ def _cmd_dead_letter_stats(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _cmd_dead_letter_replay(args: argparse.Namespace) -> dict[str, Any]:
-    import uuid
-
     from placsp_provider.spark.replay_job import ReplayRequest, describe, run_replay
-    from placsp_provider.spark.session import get_session
 
     lake = args.lake.resolve()
-    run_id = args.run_id or f"replay__{datetime.now(UTC):%Y%m%dT%H%M%S}_{uuid.uuid4().hex[:6]}"
+    run_id = _run_id(args, "replay")
     request = ReplayRequest(
         dataset=args.dataset,
         lake=lake,
@@ -405,20 +391,17 @@ def _cmd_dead_letter_replay(args: argparse.Namespace) -> dict[str, Any]:
 
 def _cmd_dead_letter_show(args: argparse.Namespace) -> dict[str, Any]:
     from placsp_provider.dead_letters.fix import find_dead_letter
+    from placsp_provider.dead_letters.lifecycle import FIXED
 
     lake = args.lake.resolve()
     letter = find_dead_letter(lake, args.dead_letter_id, args.dataset)
-    if args.text:
-        data = letter.row["raw_record"].encode("utf-8")
-    else:
-        exact = letter.exact_bytes(lake)
-        if exact is None:
-            raise PlacspError(
-                f"{letter.describe()}: written before raw_bytes, and its exact bytes cannot be known (its Bronze "
-                "page is gone and its text shows undecodable bytes as \\xNN); `--text` prints that text to fix it from"
-            )
-        data = exact
-    note = " (fixed: a replay reads the corrected text, `--text`)" if letter.row["status"] == "fixed" else ""
+    data = letter.row["raw_record"].encode("utf-8") if args.text else letter.exact_bytes(lake)
+    if data is None:
+        raise PlacspError(
+            f"{letter.describe()}: written before raw_bytes, and its exact bytes cannot be known (its Bronze "
+            "page is gone and its text shows undecodable bytes as \\xNN); `--text` prints that text to fix it from"
+        )
+    note = " (fixed: a replay reads the corrected text, `--text`)" if letter.row["status"] == FIXED else ""
     if sys.stdout.isatty():  # record bytes never reach a terminal raw; a file or a pipe gets them exact
         note += "; escaped for the terminal: redirect to a file for the exact bytes"
         data = (printable_lines(data.decode("utf-8", "backslashreplace")) + "\n").encode("utf-8")
@@ -446,38 +429,23 @@ def _cmd_dead_letter_fix(args: argparse.Namespace) -> dict[str, Any]:
     return {}
 
 
-class _Progress:
+@contextmanager
+def _progress(enabled: bool) -> Iterator[Callable[[str, int], None] | None]:
     """A rich progress line on stderr: pages landed and MB so far (the chain's length is unknown)."""
+    if not (enabled and sys.stderr.isatty()):
+        yield None
+        return
+    from rich.progress import BarColumn, DownloadColumn, Progress, SpinnerColumn, TextColumn
 
-    def __init__(self, enabled: bool) -> None:
-        self.enabled = enabled and sys.stderr.isatty()
-        self._bar: Any = None
-
-    def __enter__(self) -> Callable[[str, int], None] | None:
-        if not self.enabled:
-            return None
-        from rich.progress import BarColumn, DownloadColumn, Progress, SpinnerColumn, TextColumn
-
-        self._bar = Progress(
-            SpinnerColumn(),
-            TextColumn("{task.description}"),
-            BarColumn(),
-            DownloadColumn(),
-            TextColumn("{task.fields[pages]} pages"),
-            transient=False,
-        )
-        self._bar.start()
-        task = self._bar.add_task("extracting", total=None, pages=0)
+    columns = (SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), DownloadColumn())
+    with Progress(*columns, TextColumn("{task.fields[pages]} pages")) as bar:
+        task = bar.add_task("extracting", total=None, pages=0)
 
         def tick(message: str, size: int) -> None:
-            pages = self._bar.tasks[0].fields["pages"] + 1
-            self._bar.update(task, advance=size, pages=pages, description=message.split(":")[0])
+            pages = bar.tasks[0].fields["pages"] + 1
+            bar.update(task, advance=size, pages=pages, description=message.split(":")[0])
 
-        return tick
-
-    def __exit__(self, *exc: object) -> None:
-        if self._bar is not None:
-            self._bar.stop()
+        yield tick
 
 
 def _print_summary(summary: dict[str, Any], as_json: bool) -> None:

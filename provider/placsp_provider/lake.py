@@ -7,6 +7,7 @@
 <lake>/silver/<table>                                          Silver Delta tables
 <lake>/dead_letters, <lake>/reconciliation                     the other Delta tables
 <lake>/runs/<dataset>/<run id>.json, replay-<run id>.json      run summaries (Silver ingest, replay)
+<lake>/runs/_maintenance/<run id>.json                         what a table maintenance run did
 <lake>/_staging/<dataset>/<run folder>/<table>/*.parquet         rows of a running Silver ingest (temp)
 <lake>/completeness/<dataset>/<YYYY-MM>.json                   completeness report of a month
 <lake>/quality_results                                         Delta table of data-contract check results
@@ -26,8 +27,6 @@ from pathlib import Path
 
 from placsp_provider.feed.timestamps import isoformat
 
-LAKE_ENV = "PLACSP_LAKE"
-
 CHILD_TABLES = ("lots", "documents", "results")  # rows of one version of an entry, replaced with it
 SILVER_TABLES = ("entries", *CHILD_TABLES, "tombstones")
 DEAD_LETTER_TABLE = "dead_letters"
@@ -42,7 +41,7 @@ def resolve_lake(explicit: str | Path | None = None) -> Path:
     (the lineage names and Spark's paths are the resolved ones)."""
     if explicit is not None and str(explicit).strip() not in ("", "None"):
         return Path(str(explicit)).expanduser().resolve()
-    value = os.environ.get(LAKE_ENV)
+    value = os.environ.get("PLACSP_LAKE")
     if value:
         return Path(value).expanduser().resolve()
     home = os.environ.get("AIRFLOW_HOME")
@@ -72,7 +71,6 @@ def manifest_path(lake: Path, dataset: str, start: datetime, end: datetime) -> P
 
 
 def completeness_manifest_path(lake: Path, dataset: str, month: date) -> Path:
-    """The manifest of pages a completeness check recovered (read by the Silver ingest like any other)."""
     return manifests_dir(lake, dataset) / f"{month:%Y-%m}.completeness.json"
 
 
@@ -97,7 +95,6 @@ def page_file(lake: Path, dataset: str, name: str, sha256: str) -> Path:
 
 # -- tables -----------------------------------------------------------------------------------------
 def table_path(lake: Path, table: str) -> Path:
-    """A Delta table of the lake: `silver/<table>`, `dead_letters` or `reconciliation`."""
     if table not in LAKE_TABLES:
         raise ValueError(f"unknown lake table {table!r}; the tables are {', '.join(LAKE_TABLES)}")
     if table in (DEAD_LETTER_TABLE, RECONCILIATION_TABLE):
@@ -107,12 +104,10 @@ def table_path(lake: Path, table: str) -> Path:
 
 # -- summaries and reports --------------------------------------------------------------------------
 def safe_run_id(run_id: str) -> str:
-    """A run id as a file name: characters other than letters, digits and `-_.+` become `_`."""
     return "".join(c if c.isalnum() or c in "-_.+" else "_" for c in run_id)
 
 
 def staging_dir(lake: Path, dataset: str) -> Path:
-    """Where a running Silver ingest stages the rows its Spark tasks parsed, a folder per run."""
     return lake / "_staging" / dataset
 
 
@@ -125,7 +120,6 @@ def replay_summary_path(lake: Path, dataset: str, run_id: str) -> Path:
 
 
 def maintenance_summary_path(lake: Path, run_id: str) -> Path:
-    """What a table maintenance run did (PlacspMaintainOperator reads it back); lake-wide, no dataset."""
     return lake / "runs" / "_maintenance" / f"{safe_run_id(run_id)}.json"
 
 

@@ -1,12 +1,7 @@
-"""LogNotifier: the provider's default failure notifier; it logs, and nothing else.
-
-One ERROR line per failed task: DAG, task, run, try and the exception's message, made printable
-(`untrusted.printable`: a message quoting a record cannot forge a second log line or repaint a
-terminal) and clipped to `max_chars`. It needs no connection, so the DAGs can use it everywhere; a
-log-based alert rule, or one of the notifiers below next to it, turns it into a page.
-
-The same notifier is the `placsp_daily` Deadline Alert's callback (`run_policy.daily_deadline_alert`):
-run by the triggerer, it logs one `deadline missed: ...` line naming the DAG run.
+"""LogNotifier: the provider's default failure notifier; it logs one line, and nothing else. It needs
+no connection, so the DAGs can use it everywhere; a log-based alert rule, or one of the notifiers
+below next to it, turns it into a page. It is also the `placsp_daily` Deadline Alert's callback
+(`run_policy.daily_deadline_alert`), run by the triggerer.
 
 Route failures elsewhere by adding notifiers to the same callback list. The exception's message can
 quote what a record holds (an entry id, a file name, an lxml message): every message the provider
@@ -54,7 +49,9 @@ LOGGER = "placsp_provider.alerts"
 
 
 class LogNotifier(BaseNotifier):
-    """Log an ERROR line naming the DAG, task, run and try, with the exception's message.
+    """Log an ERROR line naming the DAG, task, run and try, with the exception's message made
+    printable (`untrusted.printable`: a message quoting a record cannot forge a second log line or
+    repaint a terminal); for a missed deadline, one `deadline missed: ...` line naming the DAG run.
 
     Use as `on_failure_callback=LogNotifier()` (task or DAG level; a list mixes it with other notifiers).
 
@@ -87,8 +84,7 @@ class LogNotifier(BaseNotifier):
         error = context.get("exception") or context.get("reason") or "no exception in the context"
         text = f"{type(error).__name__}: {error}" if isinstance(error, BaseException) else str(error)
         attempt = f", try {try_number}" if try_number else ""
-        # One line whatever the exception: the gate's message keeps its lines as `\n`, and a foreign
-        # exception quoting a record cannot forge a second log line.
+        # One line whatever the exception: the gate's message keeps its lines as `\n`.
         return f"failed: dag {dag_id}, task {task_id}, run {run_id}{attempt}: {printable(text, self.max_chars)}"
 
     def _describe_deadline(self, context: Any) -> str:

@@ -1,12 +1,5 @@
 """How the provider's DAGs alert, retry and wait: one definition shared by every DAG file.
 
-- `default_args(...)`: `on_failure_callback` with `LogNotifier` on every task of every DAG, and a
-  retry policy: configuration and validation errors fail at once (they cannot succeed on a retry),
-  everything else (network, Spark, the site) keeps the task's retries and backoff.
-- `daily_deadline_alert()`: the Deadline Alert of `placsp_daily` (Airflow 3's replacement for
-  SLAs): a run still not finished `PLACSP_DAILY_DEADLINE_MINUTES` after it was queued (a scheduled
-  run is queued when its data interval ends) fires `LogNotifier` in the triggerer.
-
 Only `airflow.sdk` is imported: DAG files import this at parse time.
 """
 
@@ -37,7 +30,8 @@ NOT_RETRIED: list[type[BaseException] | str] = [
 
 
 def retry_policy() -> ExceptionRetryPolicy:
-    """Fail configuration and validation errors without retrying; leave every other error to `retries`."""
+    """Fail configuration and validation errors without retrying (they cannot succeed on a retry);
+    leave every other error (network, Spark, the site) to the task's `retries` and backoff."""
     return ExceptionRetryPolicy(
         rules=[
             RetryRule(
@@ -60,7 +54,9 @@ def default_args(**overrides: Any) -> dict[str, Any]:
 
 
 def daily_deadline_alert(interval: timedelta | None = None) -> DeadlineAlert | None:
-    """`placsp_daily`'s Deadline Alert, or None when `PLACSP_DAILY_DEADLINE_MINUTES` is 0.
+    """`placsp_daily`'s Deadline Alert (Airflow 3's replacement for SLAs): `LogNotifier`, run in the
+    triggerer, for a run still not finished `PLACSP_DAILY_DEADLINE_MINUTES` after it was queued; None
+    when that is 0.
 
     The reference is the time the run was queued: for a scheduled run that is when its data
     interval ended, and a manual run (or a rerun of an old day) is judged from when it was asked for.

@@ -18,64 +18,44 @@ REPLAY_MAX_RECORDS = 10_000  # per replay run, by default
 REPLAY_MAX_RECORDS_LIMIT = 100_000  # the form's maximum: outcomes are gathered on the Spark driver
 REPLAY_MAX_ATTEMPTS = 3
 
-OVERLAP_HOURS_ENV = "PLACSP_OVERLAP_HOURS"
-MAX_PAGES_ENV = "PLACSP_MAX_PAGES"
 CONN_ID_DEFAULT = "placsp_default"
 
 
 def overlap() -> timedelta:
-    return timedelta(hours=float(os.environ.get(OVERLAP_HOURS_ENV, DEFAULT_OVERLAP_HOURS)))
+    return timedelta(hours=float(os.environ.get("PLACSP_OVERLAP_HOURS", DEFAULT_OVERLAP_HOURS)))
 
 
 def max_pages() -> int:
-    return int(os.environ.get(MAX_PAGES_ENV, DEFAULT_MAX_PAGES))
-
-
-COMPLETENESS_SCHEDULE_ENV = "PLACSP_COMPLETENESS_SCHEDULE"
+    return int(os.environ.get("PLACSP_MAX_PAGES", DEFAULT_MAX_PAGES))
 
 
 def completeness_schedule() -> str:
     """Cron of the monthly completeness check (UTC). Default: the 5th at 06:00, for the month before,
     a few days after it ended so the site has published its archive. Read when the DAG is parsed."""
-    return os.environ.get(COMPLETENESS_SCHEDULE_ENV, "0 6 5 * *")
-
-
-DEAD_LETTER_MAX_RATIO_ENV = "PLACSP_DEAD_LETTER_MAX_RATIO"
-DEAD_LETTER_SEVERITY_ENV = "PLACSP_DEAD_LETTER_SEVERITY"
+    return os.environ.get("PLACSP_COMPLETENESS_SCHEDULE", "0 6 5 * *")
 
 
 def dead_letter_max_ratio() -> float:
     """Dead letters / entries read above which the daily gate trips (default 5%)."""
-    return float(os.environ.get(DEAD_LETTER_MAX_RATIO_ENV, "0.05"))
+    return float(os.environ.get("PLACSP_DEAD_LETTER_MAX_RATIO", "0.05"))
 
 
 def dead_letter_severity() -> str:
     """`error` (the run turns red) or `warn` (a warning, the run goes on). Read when the DAG is parsed."""
-    return os.environ.get(DEAD_LETTER_SEVERITY_ENV, "error")
-
-
-TRIGGER_SETTLE_SECONDS_ENV = "PLACSP_TRIGGER_SETTLE_SECONDS"
-DEFAULT_TRIGGER_SETTLE_SECONDS = 10.0
+    return os.environ.get("PLACSP_DEAD_LETTER_SEVERITY", "error")
 
 
 def trigger_settle_seconds() -> float:
     """How long a dead-letter trigger waits before its first look (see DeadLetterThresholdSensor)."""
-    return float(os.environ.get(TRIGGER_SETTLE_SECONDS_ENV, DEFAULT_TRIGGER_SETTLE_SECONDS))
-
-
-DAILY_DEADLINE_MINUTES_ENV = "PLACSP_DAILY_DEADLINE_MINUTES"
-SPARK_POOL_ENV = "PLACSP_SPARK_POOL"
-LINEAGE_UI_URL_ENV = "PLACSP_LINEAGE_UI_URL"
-SPARK_UI_URL_ENV = "PLACSP_SPARK_UI_URL"
-RUNBOOK_URL_ENV = "PLACSP_RUNBOOK_URL"
+    return float(os.environ.get("PLACSP_TRIGGER_SETTLE_SECONDS", 10.0))
 
 
 def daily_deadline() -> timedelta | None:
     """How long after it is queued a `placsp_daily` run may take before its Deadline Alert fires
     (default 6 hours; `0` turns the alert off). Read when the DAG file is parsed."""
-    minutes = float(os.environ.get(DAILY_DEADLINE_MINUTES_ENV, "360"))
+    minutes = float(os.environ.get("PLACSP_DAILY_DEADLINE_MINUTES", "360"))
     if minutes < 0:
-        raise ValueError(f"{DAILY_DEADLINE_MINUTES_ENV} must be 0 (off) or a number of minutes, not {minutes}")
+        raise ValueError(f"PLACSP_DAILY_DEADLINE_MINUTES must be 0 (off) or a number of minutes, not {minutes}")
     return timedelta(minutes=minutes) if minutes else None
 
 
@@ -85,23 +65,23 @@ def spark_pool() -> str | None:
     Opt-in on purpose: Airflow never schedules a task whose pool does not exist, so naming a pool
     by default would stall every deployment that has not created it (docs/runbook.md, Pools).
     """
-    return os.environ.get(SPARK_POOL_ENV) or None
+    return os.environ.get("PLACSP_SPARK_POOL") or None
 
 
 def lineage_ui_url() -> str | None:
     """Base URL of a Marquez web UI (e.g. `http://localhost:3000`): the Spark tasks link to their job there."""
-    return os.environ.get(LINEAGE_UI_URL_ENV) or None
+    return os.environ.get("PLACSP_LINEAGE_UI_URL") or None
 
 
 def spark_ui_url() -> str | None:
     """The Spark master's web UI (e.g. `http://localhost:8090`): the Spark tasks link to it."""
-    return os.environ.get(SPARK_UI_URL_ENV) or None
+    return os.environ.get("PLACSP_SPARK_UI_URL") or None
 
 
 def runbook_url() -> str | None:
     """Where docs/runbook.md is published (e.g. the repository's file on its forge): the gate links to
     its section for the failing error type. Unset: the link is not shown."""
-    return os.environ.get(RUNBOOK_URL_ENV) or None
+    return os.environ.get("PLACSP_RUNBOOK_URL") or None
 
 
 # Size limits of a page's XML tree (issue 31): what a hostile page may make the parsers build.

@@ -1,20 +1,16 @@
 """Reading the lake's Delta tables with pyarrow and DuckDB, whichever engine wrote their files.
 
-Spark writes strings as Parquet strings; delta-rs (a daily run's ingest, the replay's status update,
-a record fixed by hand) records `string_view` in each file's Arrow schema, nested ones included. A
-table then holds both kinds, and pyarrow 26 refuses to compare the two (measured on such a table:
-`field == 'x'` or `field.isin([...])` fail with "Function 'equal' / 'greater_equal' has no kernel
-matching input types (string, string_view)", from the row filter or from a file's statistics). So:
+Spark writes strings as Parquet strings; delta-rs records `string_view` in each file's Arrow schema,
+nested ones included. A table then holds both kinds, and pyarrow 26 refuses to compare the two ("no
+kernel matching input types (string, string_view)", from a row filter or a file's statistics). So:
 
 - a pyarrow filter on a string column compares it cast to `string` (`text_equals`, `text_in`): no
   statistics pruning inside a file, which the Delta log's own file pruning makes up for;
 - a DuckDB scan gets a dataset whose schema says `string_view` for every string (`with_string_views`):
-  DuckDB then reads and filters both kinds (every data-contract rule gives the same results on a
-  lake written by either engine: tests/spark/test_delta_rs_ingest.py).
+  DuckDB then reads and filters both kinds (tests/spark/test_delta_rs_ingest.py).
 
-Every reader opens a table's files with `local_files`, through Arrow's own local filesystem.
-
-Nothing here imports pyarrow at module level: the sensors import this.
+Every reader opens a table's files with `local_files`. Nothing here imports pyarrow at module level:
+the sensors import this.
 """
 
 from __future__ import annotations
@@ -58,13 +54,9 @@ def with_string_views(schema: Any) -> Any:
 def local_files(table: Any, pruning: list[tuple[str, str, Any]] | None = None, schema: Any = None) -> Any:
     """The current files of a `deltalake.DeltaTable` as a pyarrow dataset (pruned by the Delta log's
     partition values when `pruning` is given, e.g. `[("dataset", "=", key)]`), read through Arrow's
-    own local filesystem rooted at the table.
-
-    Not deltalake's default filesystem: that is a Python one (PyFileSystem over DeltaStorageHandler)
-    that Arrow's I/O threads call back into, and with deltalake 1.6 / pyarrow 26 it crashes or hangs
-    many processes at interpreter exit (measured: 4 of 25 benchmark children, 20 of 20 when a dataset
-    outlives the call), which would kill a task's process. The lake is a local path
-    (docs/architecture.md)."""
+    own local filesystem rooted at the table: deltalake's default one, a Python filesystem Arrow's I/O
+    threads call back into, crashes or hangs processes at interpreter exit (decision 0029). The lake
+    is a local path (docs/architecture.md)."""
     from urllib.parse import unquote, urlsplit
 
     import pyarrow.fs as pafs

@@ -4,24 +4,20 @@ The daily extraction proves that what it landed reaches Silver; this proves that
 site published. For one dataset and month:
 
 1. the month's archive (the monthly zip, or the yearly one once the year is closed) is downloaded
-   and every entry and tombstone of the month (`id`, `updated` / `ref`, `when`) is read from it with
-   the hardened streaming parser, member by member (one inflated page on disk at a time);
-2. the same keys are read from what Bronze holds, through the manifests (never from Spark):
-   well-formed pages by the same streaming parser, others by the Silver parser's own record split
-   (a record it cannot read is missing for this purpose, so a good copy in the archive supersedes it);
-3. every archive member holding a key Bronze lacks is landed (content-addressed: the same bytes are
-   never landed twice) and listed in a manifest of its own, `<month>.completeness.json`, which the
-   next `placsp ingest` (or the DAG's Silver task) picks up like any extraction manifest;
-4. the recovered pages are read back from Bronze and must hold every missing key: if not, the month
-   cannot be repaired and the check fails, naming the days and counts;
-5. the archive must account for every key of the month that Bronze holds (`ArchiveIncompleteError`
-   otherwise, see `_tail_start` for the one part of the month an archive cannot hold): an archive
-   that lacks what Bronze is known to have been published cannot prove that Bronze lacks nothing.
+   and every entry and tombstone of the month is read from it, member by member, with the hardened
+   streaming parser;
+2. the same keys are read from the Bronze pages the manifests list (never from Spark): well-formed
+   pages by the same parser, others by the Silver parser's record split (a record it cannot read is
+   missing for this purpose, so a good copy in the archive supersedes it);
+3. every archive member holding a key Bronze lacks is landed and listed in a manifest of its own,
+   `<month>.completeness.json`, which the next `placsp ingest` picks up like any other;
+4. the recovered pages are read back from Bronze and must hold every missing key
+   (`IncompleteMonthError` otherwise);
+5. the archive must account for every key of the month that Bronze holds (`ArchiveIncompleteError`).
 
 The report (per day: published, landed by the daily runs, recovered, only in Bronze) is written to
-`<lake>/completeness/<dataset>/<YYYY-MM>.json`, with `status` `confirmed`, `recovered` or, when the
-archive cannot account for the month, `archive_incomplete` (written for audit, then the check fails).
-A second run finds nothing missing and changes nothing but the report's time stamp.
+`<lake>/completeness/<dataset>/<YYYY-MM>.json` with `status` `confirmed`, `recovered` or
+`archive_incomplete`. A second run changes nothing but the report's time stamp.
 """
 
 from __future__ import annotations
@@ -29,7 +25,6 @@ from __future__ import annotations
 import json
 import logging
 import uuid
-import zipfile
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
@@ -39,11 +34,17 @@ from typing import Any
 
 from lxml import etree
 
-from placsp_provider.bronze.extract import InflateBudget, extract_member, members_for_window
+from placsp_provider.bronze.extract import (
+    InflateBudget,
+    extract_member,
+    landing_error,
+    members_for_window,
+    open_archive,
+)
 from placsp_provider.bronze.landing import land_atomically, run_folder, write_text_atomically
 from placsp_provider.bronze.manifest import LandedPage, Manifest
 from placsp_provider.datasets import Dataset
-from placsp_provider.errors import ConfigError, FeedError, PlacspError
+from placsp_provider.errors import ConfigError, PlacspError
 from placsp_provider.feed.client import FeedClient, redact
 from placsp_provider.feed.page_scan import iter_items, scan_page
 from placsp_provider.feed.prolog import dtd_refusal_file
@@ -63,10 +64,9 @@ Key = tuple[str, str, str]  # (kind, id, UTC timestamp): one published version o
 Progress = Callable[[str, int], None]
 
 # How far before the month's end the last page of an archive that ends with the month must reach for
-# what Bronze holds after it to count as the month's tail (published on the next archive's first page)
-# rather than as an archive cut short. Measured: real pages span up to ~2.5 days around holidays (the
-# 2019 yearly zip's first page, stamped 2019-01-03 03:12, holds items from 2018-12-30 23:18 to 2019-01-02
-# 15:18 UTC; the 2022 pages of ../fixtures span about a day).
+# what Bronze holds after it to count as the month's tail rather than as an archive cut short (see
+# `_tail_start`). Measured: real pages span up to ~2.5 days around holidays (the 2019 yearly zip's
+# first page, stamped 2019-01-03 03:12, holds items from 2018-12-30 23:18 to 2019-01-02 15:18 UTC).
 LAST_PAGE_SPAN = timedelta(days=3)
 
 
@@ -198,34 +198,25 @@ class ArchiveIncompleteError(PlacspError):
     What is compared: distinct keys, one per published version (`kind`, `id`, UTC time), of the month
     in Bronze that the archive does not hold (`unaccounted`). Every one of them was read from a page
     the site served, so the site published it; an archive without it is cut short, stale, or not
-    the month's, and an archive that lacks what we know was published cannot prove that Bronze lacks
-    nothing. Not counts: a count lets versions the archive holds and Bronze lacks (recovered) offset
-    versions Bronze holds and the archive lacks, and counts one version twice when two pages carry
-    it. Not ids: an archive that lost one version of a contract folder but kept a later one still
-    lost a publication. An archive with no page or no entry of the month is the extreme case (every
-    key Bronze holds is unaccounted). An archive that holds no entry and no tombstone of the month is
-    never a confirmation either, even against an empty Bronze: nothing contradicts, but nothing is
-    proven (every daily run may have failed; a live dataset publishes every day).
+    the month's, and cannot prove that Bronze lacks nothing. Not counts: a count lets versions the
+    archive holds and Bronze lacks offset versions Bronze holds and the archive lacks, and counts one
+    version twice when two pages carry it. Not ids: an archive that lost one version of a contract
+    folder but kept a later one still lost a publication. An archive that holds no entry and no
+    tombstone of the month is never a confirmation either, even against an empty Bronze: nothing
+    contradicts, but nothing is proven (every daily run may have failed). The month's tail after
+    the archive's last page is the one exception (`_tail_start`).
 
-    The one part of the month an archive cannot hold is its tail when the archive ends with the month
-    (a monthly zip, or December's yearly zip): archives group pages by the stamp in their names, and
-    the page holding the month's last hours is stamped in the next month. What Bronze holds after the
-    last page of such an archive is reported as `after_archive`, not checked (see `_tail_start`).
-
-    Raised after the report (status `archive_incomplete`, never `confirmed`) is written for audit,
-    and after what the archive held that Bronze lacked was landed (its own pages, content-addressed:
-    landing them adds records and changes none, so nothing is lost by doing it first).
+    Raised after the report (status `archive_incomplete`) is written for audit, and after what the
+    archive held that Bronze lacked was landed (content-addressed: landing adds records and changes
+    none, so nothing is lost by doing it first).
     """
 
 
 def check_month(
     client: FeedClient, request: CompletenessRequest, progress: Progress | None = None
 ) -> CompletenessReport:
-    """Compare the month's archive with Bronze, land what is missing, and write the report.
-
-    Raises `ArchiveIncompleteError` (after writing the report) when the archive cannot account for
-    what Bronze holds of the month: the month is then neither confirmed nor reported recovered.
-    """
+    """Compare the month's archive with Bronze, land what is missing, and write the report; raise
+    `ArchiveIncompleteError` (after writing it) when the archive cannot account for the month."""
     ds, lake = request.dataset, request.lake
     year, month = ds.archive_for(request.month.year, request.month.month, request.today or datetime.now(UTC).date())
     url = ds.archive_url(client.config.base_url, year, month)
@@ -238,13 +229,12 @@ def check_month(
     )
     with run_folder(incoming_dir(lake, ds.key), prefix="completeness-") as incoming:
         zip_path = incoming / "archive.zip"
-        log.info("dataset %s: reading archive %s for %s", ds.key, printable(redact(url)), report.month)
+        log.info("dataset %s: reading archive %s for %s", ds.key, redact(url), report.month)
         client.download(url, zip_path, limit=client.config.max_archive_bytes, what="archive")
-        read = _archive_keys(client, request, url, zip_path, incoming, report, progress)
-        published = read.keys
+        published, reach = _archive_keys(client, request, url, zip_path, incoming, report, progress)
         in_bronze = _bronze_keys(request, report)
         missing = {key: member for key, member in published.items() if key not in in_bronze}
-        tail = _tail_start(request, ends_with_month=month is not None or request.month.month == 12, reach=read.reach)
+        tail = _tail_start(request, ends_with_month=month is not None or request.month.month == 12, reach=reach)
         unaccounted = _count_days(report, published, in_bronze, missing, tail)
         if missing:
             # Landed even when the archive cannot account for the month: they are the site's own pages
@@ -284,12 +274,6 @@ def check_month(
 
 
 # -- reading ------------------------------------------------------------------------------------
-@dataclass
-class ArchiveRead:
-    keys: dict[Key, str]  # every key of the month in the archive, with the member that holds it
-    reach: datetime | None  # the newest item of the month in the members read (None: none)
-
-
 def _archive_keys(
     client: FeedClient,
     request: CompletenessRequest,
@@ -298,12 +282,13 @@ def _archive_keys(
     incoming: Path,
     report: CompletenessReport,
     progress: Progress | None,
-) -> ArchiveRead:
-    """Every key of the month in the archive, with the member that holds it, and how far it reaches."""
+) -> tuple[dict[Key, str], datetime | None]:
+    """Every key of the month in the archive, with the member that holds it, and how far it reaches:
+    the newest item of the month in the members read (None: none)."""
     ds = request.dataset
     out: dict[Key, str] = {}
     reach: datetime | None = None
-    with _open_zip(ds, url, zip_path) as archive:
+    with open_archive(ds.key, url, zip_path) as archive:
         pages = [m for m in archive.infolist() if m.filename.endswith(".atom")]
         report.members_in_archive = len(pages)
         members = members_for_window(pages, request.start, request.end)
@@ -316,21 +301,20 @@ def _archive_keys(
                 items = list(_page_items(tmp, ds, source=member.filename))
             finally:
                 tmp.unlink(missing_ok=True)
-            keys = [_key(item) for item in items if request.start <= item[2] < request.end]
-            # Reach counts the month's own items only: one item stamped after the month (a bogus future
-            # `updated`) must not make the archive look as if it held the month's last hours.
-            month_times = [item[2] for item in items if request.start <= item[2] < request.end]
-            reach = max(month_times + ([reach] if reach else []), default=None)
-            for key in keys:
-                out.setdefault(key, member.filename)
+            in_month = [item for item in items if request.start <= item[2] < request.end]
+            for item in in_month:
+                out.setdefault(_key(item), member.filename)
+                # The month's own items only: one stamped after the month (a bogus future `updated`)
+                # must not make the archive look as if it held the month's last hours.
+                reach = item[2] if reach is None else max(reach, item[2])
             report.members_read += 1
             message = f"dataset {ds.key} {report.month}: archive member {n} of {len(members)}, {got.bytes / 1e6:.1f} MB"
-            log.info("%s: %d items of the month", message, len(keys))
+            log.info("%s: %d items of the month", message, len(in_month))
             if progress:
                 progress(message, got.bytes)
     report.published = len(out)
     report.archive_reach = isoformat(reach) if reach else None
-    return ArchiveRead(out, reach)
+    return out, reach
 
 
 def _bronze_keys(request: CompletenessRequest, report: CompletenessReport) -> set[Key]:
@@ -389,11 +373,9 @@ def _page_items(path: Path, ds: Dataset, *, source: str) -> Iterator[Item]:
         try:
             items = list(iter_items(path))
         except etree.XMLSyntaxError:
-            items = None
-        if items is not None:
-            for kind, item_id, stamp in items:
-                if stamp is not None:
-                    yield (kind, item_id, stamp)
+            pass
+        else:
+            yield from ((kind, item_id, stamp) for kind, item_id, stamp in items if stamp is not None)
             return
     from placsp_provider.parser.page_parser import parse_page  # plain Python, no Spark
 
@@ -472,10 +454,8 @@ def _unaccounted_message(
         else ""
     )
     return (
-        f"dataset {report.dataset} {report.month}: the archive {printable(report.archive)} cannot account for the "
-        f"month, which is NOT confirmed: read {report.members_read} of its {_n(report.members_in_archive, 'page')} "
-        f"(those that may hold {report.month}) and found {_n(held['entry'], 'entry')} and "
-        f"{_n(held['tombstone'], 'tombstone')} of the month ({_days_covered(published)}), while Bronze held "
+        f"{_not_confirmed(report)} {_n(held['entry'], 'entry')} and {_n(held['tombstone'], 'tombstone')} of "
+        f"the month ({_days_covered(published)}), while Bronze held "
         f"{_n(bronze['entry'], 'entry')} and {_n(bronze['tombstone'], 'tombstone')} of it "
         f"({_n(report.bronze_pages_read, 'page')} read), {len(unaccounted)} of them not in the archive (by day: "
         f"{days}){recovered}. Nothing was removed from Bronze. Rerun the check in a few days (the site rebuilds "
@@ -485,16 +465,21 @@ def _unaccounted_message(
 
 
 def _empty_archive_message(report: CompletenessReport) -> str:
-    """The archive holds no entry and no tombstone of the month, and Bronze none either: nothing
-    contradicts, but nothing is proven (every daily run may have failed, or this is not the month's
-    archive); a live dataset publishes every day."""
+    """The archive holds no entry and no tombstone of the month, and Bronze none either."""
+    return (
+        f"{_not_confirmed(report)} no entry and no tombstone of the month, and Bronze holds none either "
+        f"({_n(report.bronze_pages_read, 'page')} read): nothing proves the month complete. Check that the daily "
+        "DAG ran that month and that the site publishes the archive; rerun the check in a few days (the site "
+        f"rebuilds its archives) and keep {report.report} (status archive_incomplete)"
+    )
+
+
+def _not_confirmed(report: CompletenessReport) -> str:
+    """How both failures start: the dataset and month, the archive, and what of it was read."""
     return (
         f"dataset {report.dataset} {report.month}: the archive {printable(report.archive)} cannot account for the "
         f"month, which is NOT confirmed: read {report.members_read} of its {_n(report.members_in_archive, 'page')} "
-        f"(those that may hold {report.month}) and found no entry and no tombstone of the month, and Bronze holds "
-        f"none either ({_n(report.bronze_pages_read, 'page')} read): nothing proves the month complete. Check that "
-        "the daily DAG ran that month and that the site publishes the archive; rerun the check in a few days "
-        f"(the site rebuilds its archives) and keep {report.report} (status archive_incomplete)"
+        f"(those that may hold {report.month}) and found"
     )
 
 
@@ -536,7 +521,7 @@ def _recover(
     listed = {p.file for p in manifest.pages}
     recovered_keys: set[Key] = set()
     budget = InflateBudget(client.config.max_archive_inflated_bytes, client.config.max_compression_ratio)
-    with _open_zip(ds, url, zip_path) as archive:
+    with open_archive(ds.key, url, zip_path) as archive:
         for name in wanted:
             member = archive.getinfo(name)
             member_url = f"{url}#{name}"
@@ -548,10 +533,7 @@ def _recover(
                 new = land_atomically(tmp, final)
             except OSError as err:
                 tmp.unlink(missing_ok=True)
-                raise PlacspError(
-                    f"dataset {ds.key}: {printable(redact(member_url))}: could not land the page into "
-                    f"{printable(final.parent)}: {printable(err.strerror or err)}"
-                ) from err
+                raise landing_error(ds.key, member_url, final, err) from err
             relative = str(final.relative_to(lake))
             # Read back from Bronze, as the next check would: the landed file must hold its keys.
             recovered_keys.update(_page_keys(final, ds, request, source=relative))
@@ -604,10 +586,3 @@ def _recovery_manifest(path: Path, request: CompletenessRequest, run_id: str, cl
         base_url=redact(client.config.base_url),
         archives=[redact(url)],
     )
-
-
-def _open_zip(ds: Dataset, url: str, path: Path) -> zipfile.ZipFile:
-    try:
-        return zipfile.ZipFile(path)
-    except (zipfile.BadZipFile, OSError) as err:
-        raise FeedError(ds.key, printable(redact(url)), f"is not a readable zip archive ({printable(err)})") from err

@@ -3,32 +3,23 @@
 The live chain is walked from the head feed through `rel="next"` (towards older pages) until
 `stop_after_old_pages` consecutive pages whose items are all older than the window: one
 out-of-order page (a backdated entry) does not end the walk, and is landed when newer pages follow
-it. Every link is checked against the site's URL policy before it is fetched, and a link back to a
-page already walked (`page_address`: query and fragment ignored) ends the walk as a broken chain.
-Whatever part of the window the chain cannot reach (chain ended, or the page cap was hit) is served
-from the monthly/yearly archives, inflated member by member under a total size cap and a ratio cap.
-Used by the Airflow operator and the CLI alike.
+it. A link back to a page already walked (`page_address`) ends the walk as a broken chain. Whatever
+part of the window the chain cannot reach is served from the monthly/yearly archives, inflated
+member by member under a total size cap and a ratio cap.
 
-Bronze never holds a page no manifest lists, however the run ends. A landed page waits, whole and
-flushed to disk, in the run's `_incoming` folder; at each checkpoint the waiting pages are renamed
-into `pages/` and the manifest listing them is rewritten at once (`complete: false`, `stop_reason`
-saying the run did not finish). Checkpoints come after the first page, then every
-`checkpoint_seconds` or `checkpoint_pages` pages, whichever is first, before each archive download,
-and before the run raises: the manifest is rewritten a bounded number of times, not once per page
-(each rewrite lists every page so far, so per page it grew quadratically: 12 MB rewritten 20,000
-times for one big archive). A run killed outright leaves the manifest of its last checkpoint and
-every page it lists; the pages still waiting go with its `_incoming` folder (the next run removes
-it), and the rerun, which walks the whole interval again, lands them. A run that fails writes the
-manifest with the reason; a run that ends writes it `complete: true`. A rerun of the interval
-rewrites it.
+Bronze never holds a page no manifest lists, however the run ends: a landed page waits in the run's
+`_incoming` folder until a checkpoint (`_Checkpoint`) renames it into `pages/` and rewrites the
+manifest listing it (`complete: false`). A run killed outright leaves the manifest of its last
+checkpoint; the pages still waiting go with its `_incoming` folder, and the rerun lands them. A
+run that fails writes the manifest with the reason; a run that ends writes it `complete: true`.
 
-Text the server controls reaches log lines, exceptions and progress messages only escaped: URLs
-(links, archive members' names after `#`) through `redact`, other text (a member's name alone, a
-parser's message about the page's bytes, a wrapped error) through `untrusted.printable`.
+Text the server controls reaches logs, exceptions and progress messages only escaped: URLs through
+`redact`, other text (a member's name, a parser's message, a wrapped error) through `printable`.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import re
@@ -59,8 +50,8 @@ log = logging.getLogger(__name__)
 
 _MEMBER_STAMP = re.compile(r"_(\d{8})_(\d{6})(?:_\d+)?\.atom$")
 
-# A checkpoint rewrites the whole manifest (about 600 bytes a page), so its cost grows with the run:
-# bounded by time for slow chains, by count for archives that land thousands of members a minute.
+# A checkpoint rewrites the whole manifest (about 600 bytes a page): bounded by time for slow
+# chains, by count for archives that land thousands of members a minute.
 CHECKPOINT_SECONDS = 30.0
 CHECKPOINT_PAGES = 1000
 
@@ -142,7 +133,8 @@ def extract_interval(client: FeedClient, request: ExtractRequest, progress: Prog
         manifest.complete = False
         manifest.stop_reason = printable(f"interrupted: {err}", 500)
         manifest.extracted_at = isoformat(datetime.now(UTC))
-        _keep_listed(manifest, path)
+        listed = {p.file for p in manifest.pages}  # and what an earlier run of the interval listed
+        manifest.pages.extend(p for p in _listed_before(path) if p.file not in listed)
         try:
             _write_manifest(path, manifest.to_json(), ds.key)
         except PlacspError as write_err:  # the disk that failed the run may refuse the manifest too
@@ -186,12 +178,6 @@ def _write_manifest(path: Path, text: str, dataset: str) -> None:
         ) from err
 
 
-def _keep_listed(manifest: Manifest, path: Path) -> None:
-    """A failed rerun must not unlist what an earlier run of the interval listed: keep those pages."""
-    listed = {p.file for p in manifest.pages}
-    manifest.pages.extend(p for p in _listed_before(path) if p.file not in listed)
-
-
 def _listed_before(path: Path) -> list[LandedPage]:
     """The pages the interval's manifest lists now (none when there is none, or it is unreadable:
     the list of this run is still better than none)."""
@@ -212,14 +198,10 @@ def page_address(url: str) -> str:
     """The page `url` names, spelled one way: what the walk compares to find a loop, and what a feed
     page's Bronze name is taken from (`page_name`).
 
-    RFC 3986's syntax- and scheme-based normalisation (6.2.2, 6.2.3): scheme and host in lower case,
-    the scheme's default port left out (`origin_of`, the URL policy's own reading), no user info, dot
-    segments removed, escapes of unreserved characters decoded and the others upper-cased; the path
-    keeps its case (servers may not). The query and the fragment are dropped. PLACSP's own links
-    carry neither, so a chain whose links differ only there (`p2.atom?x=1`, `?x=2`, ...) asks for the
-    same file again and again: a loop, refused by name at once instead of walked to the page cap with
-    a query in every Bronze file name. A site that paged by query string would be refused the same
-    way, by name, never cut short in silence.
+    RFC 3986's syntax- and scheme-based normalisation (6.2.2, 6.2.3; the path keeps its case), with
+    the query and the fragment dropped. PLACSP's own links carry neither, so a chain whose links
+    differ only there (`p2.atom?x=1`, `?x=2`, ...) is a loop, refused by name at once instead of
+    walked to the page cap with a query in every Bronze file name.
     """
     parts = urlsplit(url)
     origin = origin_of(url)
@@ -265,10 +247,11 @@ class _Checkpoint:
     """Moves the landed pages into Bronze in batches, each batch followed at once by the manifest
     listing it (`complete: false`, a `stop_reason` saying so), for a run that dies without a word.
 
-    The pages an earlier run of the interval listed stay listed. Each page is serialised once, so a
-    checkpoint costs one file write of the list, not a rebuild of it; there are few of them: after the
-    first page (an operator sees the run at once), then every `checkpoint_seconds` or
-    `checkpoint_pages` pages, whichever is first, and when the run calls for one.
+    Checkpoints come after the first page (an operator sees the run at once), then every
+    `checkpoint_seconds` or `checkpoint_pages` pages, whichever is first, before each archive
+    download and before the run raises: each rewrite lists every page so far, so one per page grew
+    quadratically (issue 31, F6). Each page is serialised once, and the pages an earlier run of the
+    interval listed stay listed.
     """
 
     def __init__(self, path: Path, manifest: Manifest, request: ExtractRequest) -> None:
@@ -283,15 +266,12 @@ class _Checkpoint:
 
     def add(self, waiting: _Waiting) -> None:
         self.waiting.append(waiting)
-        if self._due():
-            self.write()
-
-    def _due(self) -> bool:
-        return (
+        if (
             self.last is None
             or len(self.waiting) >= self.every_pages
             or time.monotonic() - self.last >= self.every_seconds
-        )
+        ):
+            self.write()
 
     def flush(self) -> None:
         """A checkpoint now, when pages are waiting (before a step that can take minutes)."""
@@ -327,7 +307,7 @@ class _Checkpoint:
             try:
                 page.page.newly_landed = land_atomically(page.tmp, page.final, synced=True)
             except OSError as err:  # a full disk, permissions: the page is not landed, say where and why
-                raise _landing_error(dataset, page.url, page.final, err) from err
+                raise landing_error(dataset, page.url, page.final, err) from err
             self.waiting.popleft()
             self.manifest.pages.append(page.page)
             self.pages.setdefault(page.page.file, _page_json(page.page))
@@ -346,7 +326,7 @@ def _page_json(page: LandedPage) -> str:
     return json.dumps(asdict(page), sort_keys=True, ensure_ascii=False)
 
 
-def _landing_error(dataset: str, url: str, final: Path, err: OSError) -> PlacspError:
+def landing_error(dataset: str, url: str, final: Path, err: OSError) -> PlacspError:
     return PlacspError(
         f"dataset {dataset}: {redact(url)}: stage landing: could not land the page into {final.parent}: "
         f"{err.strerror or err}; nothing partial was left in Bronze"
@@ -470,7 +450,7 @@ class _Run:
         downloaded again, up to `max_truncated_retries` times, before it is landed for quarantine."""
         retries = self.client.config.max_truncated_retries
         for attempt in range(retries + 1):
-            download = self._fetch(url)
+            download = self.client.download(url, self.incoming / f"page-{uuid.uuid4().hex}.atom", what="page")
             scan = scan_page(download.path)
             if scan.well_formed or not scan.cut_short or attempt == retries:
                 if not scan.well_formed and scan.cut_short and retries:
@@ -517,12 +497,8 @@ class _Run:
 
     def _land_members(self, archive_url: str, zip_path: Path, lo: datetime, hi: datetime) -> None:
         ds, config = self.req.dataset, self.client.config
-        try:
-            archive = zipfile.ZipFile(zip_path)
-        except (zipfile.BadZipFile, OSError) as err:
-            raise FeedError(ds.key, redact(archive_url), f"is not a readable zip archive ({printable(err)})") from err
         budget = InflateBudget(config.max_archive_inflated_bytes, config.max_compression_ratio)
-        with archive:
+        with open_archive(ds.key, archive_url, zip_path) as archive:
             members = [m for m in archive.infolist() if m.filename.endswith(".atom")]
             wanted = members_for_window(members, lo, hi)
             for n, member in enumerate(wanted, 1):
@@ -550,10 +526,6 @@ class _Run:
                     tmp.unlink(missing_ok=True)
 
     # -- common -----------------------------------------------------------------------------
-    def _fetch(self, url: str) -> Download:
-        tmp = self.incoming / f"page-{uuid.uuid4().hex}.atom"
-        return self.client.download(url, tmp, what="page")
-
     def _land(self, download: Download, scan: PageScan, *, source: str, url: str, name: str, counter: str = "") -> None:
         """Land a page: flushed to disk and listed now, moved into Bronze at the next checkpoint."""
         ds, lake = self.req.dataset, self.req.lake
@@ -566,7 +538,7 @@ class _Run:
             make_durable(download.path)
         except OSError as err:
             download.path.unlink(missing_ok=True)
-            raise _landing_error(ds.key, url, final, err) from err
+            raise landing_error(ds.key, url, final, err) from err
         new = not final.exists()  # what the message says; the checkpoint's rename decides the manifest's
         page = LandedPage.from_scan(
             scan,
@@ -624,6 +596,13 @@ def _archives_covering(ds: Dataset, lo: datetime, hi: datetime, today: date) -> 
     return out
 
 
+def open_archive(dataset: str, url: str, path: Path) -> zipfile.ZipFile:
+    try:
+        return zipfile.ZipFile(path)
+    except (zipfile.BadZipFile, OSError) as err:
+        raise FeedError(dataset, redact(url), f"is not a readable zip archive ({printable(err)})") from err
+
+
 def member_stamp(member: zipfile.ZipInfo) -> datetime | None:
     """The publication stamp in an archive member's name (`..._YYYYMMDD_HHMMSS[_n].atom`), or None
     when the name has none, or one that is no real date (such a member is decided on its content)."""
@@ -648,14 +627,12 @@ def members_for_window(members: list[zipfile.ZipInfo], lo: datetime, hi: datetim
     stamped before `lo` are skipped, and after `hi` only the first one is kept. Members without a
     (real) stamp in their name are always kept (scanned and decided on content).
     """
-    stamps = {id(m): member_stamp(m) for m in members}
-    dated = sorted((m for m in members if stamps[id(m)] is not None), key=lambda m: stamps[id(m)])  # type: ignore[arg-type, return-value]
-    keep = [m for m in members if stamps[id(m)] is None]
+    stamped = [(member_stamp(m), m) for m in members]
+    keep = [m for t, m in stamped if t is None]
+    dated = sorted(((t, m) for t, m in stamped if t is not None), key=lambda pair: pair[0])
     slack = timedelta(days=1)
     after_hi = 0
-    for m in dated:
-        t = stamps[id(m)]
-        assert t is not None
+    for t, m in dated:
         if t < lo - slack:
             continue
         if t > hi + slack:
@@ -686,12 +663,10 @@ def extract_member(
     url: str,
     limit: int,
     dataset: str,
-    budget: InflateBudget | None = None,
+    budget: InflateBudget,
 ) -> Download:
     """Inflate one member to `dest` under the page limit and the archive's budget; a named error
     (and no file left behind) when it is encrypted, unreadable or inflates too much."""
-    import hashlib
-
     if member.flag_bits & 0x1:
         raise FeedError(dataset, redact(url), "archive member is encrypted; it cannot be read, not landed")
     digest = hashlib.sha256()
@@ -703,23 +678,22 @@ def extract_member(
                 size += len(chunk)
                 if size > limit:  # the declared size can lie (zip bomb): count what we inflate
                     raise PageTooLargeError(dataset, redact(url), f"inflates past {limit:,} bytes; not landed")
-                if budget is not None:
-                    budget.used += len(chunk)
-                    if budget.used > budget.total:
-                        raise PageTooLargeError(
-                            dataset,
-                            redact(url),
-                            f"the archive inflates past max_archive_inflated_bytes ({budget.total:,} bytes) "
-                            "at this member; not landed",
-                        )
-                    if size > _RATIO_FLOOR and size > budget.ratio * max(member.compress_size, 1):
-                        raise PageTooLargeError(
-                            dataset,
-                            redact(url),
-                            f"archive member inflates more than {budget.ratio}:1 ({member.compress_size:,} "
-                            f"bytes in the zip, over {size:,} inflated so far): a zip bomb? not landed "
-                            "(raise max_compression_ratio if the archive is legitimate)",
-                        )
+                budget.used += len(chunk)
+                if budget.used > budget.total:
+                    raise PageTooLargeError(
+                        dataset,
+                        redact(url),
+                        f"the archive inflates past max_archive_inflated_bytes ({budget.total:,} bytes) "
+                        "at this member; not landed",
+                    )
+                if size > _RATIO_FLOOR and size > budget.ratio * max(member.compress_size, 1):
+                    raise PageTooLargeError(
+                        dataset,
+                        redact(url),
+                        f"archive member inflates more than {budget.ratio}:1 ({member.compress_size:,} "
+                        f"bytes in the zip, over {size:,} inflated so far): a zip bomb? not landed "
+                        "(raise max_compression_ratio if the archive is legitimate)",
+                    )
                 digest.update(chunk)
                 out.write(chunk)
     except (zipfile.BadZipFile, EOFError, RuntimeError, NotImplementedError, zlib.error) as err:

@@ -78,8 +78,8 @@ def run_folder(parent: Path, prefix: str = "") -> Iterator[Path]:
         os.close(fd)
 
 
-def sweep_dead_runs(parent: Path) -> list[Path]:
-    """Remove the temp folders of runs that died; return them."""
+def sweep_dead_runs(parent: Path) -> None:
+    """Remove the temp folders of runs that died."""
     removed = []
     for folder in sorted(p for p in parent.iterdir() if p.is_dir()):
         try:
@@ -105,4 +105,3 @@ def sweep_dead_runs(parent: Path) -> list[Path]:
             len(removed),
             ", ".join(p.name for p in removed),
         )
-    return removed

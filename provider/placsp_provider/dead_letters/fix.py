@@ -22,14 +22,14 @@ from typing import Any
 
 from placsp_provider.datasets import get_dataset
 from placsp_provider.dead_letters.lifecycle import FIXED, REPLAYED
-from placsp_provider.dead_letters.record_bytes import escapes_left, legacy_bytes
+from placsp_provider.dead_letters.record_bytes import RECORD_KINDS, escapes_left, legacy_bytes
 from placsp_provider.errors import ConfigError, PlacspError
 from placsp_provider.lake import DEAD_LETTER_TABLE, table_path
 from placsp_provider.parser.page_split import split_declaration
+from placsp_provider.table_files import local_files, text_equals
 from placsp_provider.untrusted import printable
 
 _ID = re.compile(r"[0-9a-f]{64}")
-_RECORD_KINDS = ("entry", "tombstone")
 # The encoding an XML declaration names, if any (the declaration is at most a few hundred bytes).
 _DECLARED_ENCODING = re.compile(rb"""\bencoding\s*=\s*["']([A-Za-z0-9._-]{1,40})["']""")
 _COLUMNS = (
@@ -71,7 +71,7 @@ class DeadLetterRecord:
         the bytes `record_bytes.legacy_bytes` can establish; None when nobody can know them."""
         if self.row["raw_bytes"] is not None:
             return bytes(self.row["raw_bytes"])
-        if self.row["record_kind"] not in _RECORD_KINDS:
+        if self.row["record_kind"] not in RECORD_KINDS:
             return self.row["raw_record"].encode("utf-8")
         return legacy_bytes(self.row, lake)
 
@@ -88,8 +88,6 @@ def find_dead_letter(lake: Path, dead_letter_id: str, dataset: str | None = None
     """The dead letter with this id (in `dataset`'s partition when given; ids are unique across
     datasets); a named error when there is none."""
     from deltalake import DeltaTable
-
-    from placsp_provider.table_files import local_files, text_equals
 
     where = f"dataset {get_dataset(dataset).key}" if dataset else "any dataset"
     if not _ID.fullmatch(dead_letter_id):
@@ -141,7 +139,7 @@ def check_fix(letter: DeadLetterRecord, text: str) -> None:
     r = letter.row
     if r["status"] == REPLAYED:
         raise RecordFixRefusedError(f"{letter.describe()}: it was replayed into Silver already; nothing to fix")
-    if r["record_kind"] not in _RECORD_KINDS:
+    if r["record_kind"] not in RECORD_KINDS:
         raise RecordFixRefusedError(
             f"{letter.describe()}: a whole page or file is not fixed record by record; re-extract its interval "
             "and replay it (docs/runbook.md, 'Re-ingest')"
@@ -191,7 +189,8 @@ def _write_fix(lake: Path, letter: DeadLetterRecord, text: str) -> None:
     """One MERGE: the record and the status, only if the dead letter still has the status it was read
     with (a replay that moved it since wins, and this says so)."""
     import pyarrow as pa
-    from deltalake import DeltaTable
+
+    from placsp_provider.dead_letters.status import merge_by_id
 
     r = letter.row
     source = pa.table(
@@ -202,13 +201,7 @@ def _write_fix(lake: Path, letter: DeadLetterRecord, text: str) -> None:
         }
     )
     status_was = r["status"].replace("'", "''")
-    dataset = get_dataset(letter.dataset).key  # a known key: safe in the predicate (and prunes the partition)
-    merge = DeltaTable(str(table_path(lake, DEAD_LETTER_TABLE))).merge(
-        source,
-        f"t.dataset = '{dataset}' AND t.dead_letter_id = s.dead_letter_id",
-        source_alias="s",
-        target_alias="t",
-    )
+    merge = merge_by_id(lake, get_dataset(letter.dataset).key, source)
     done = merge.when_matched_update(
         updates={"raw_record": "s.raw_record", "status": "s.status"}, predicate=f"t.status = '{status_was}'"
     ).execute()

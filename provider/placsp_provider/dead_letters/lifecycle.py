@@ -18,5 +18,4 @@ QUARANTINED = "quarantined"
 FIXED = "fixed"
 REPLAYED = "replayed"
 ABANDONED = "abandoned"
-STATUSES = (QUARANTINED, FIXED, REPLAYED, ABANDONED)
 REPLAYABLE = (QUARANTINED, FIXED)  # what a replay selects

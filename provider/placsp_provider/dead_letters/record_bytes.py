@@ -33,6 +33,7 @@ if TYPE_CHECKING:
 
 # What `bytes.decode("utf-8", "backslashreplace")` writes for a byte that does not decode.
 ESCAPED_BYTE = re.compile(r"\\x[0-9a-f]{2}")
+RECORD_KINDS = ("entry", "tombstone")  # a page- or file-level dead letter holds no one record
 
 
 @dataclass(frozen=True)
@@ -59,7 +60,7 @@ def record_to_replay(letter: Mapping[str, Any]) -> RecordToReplay:
     return RecordToReplay(bytes(exact), exact=True)
 
 
-def legacy_bytes(letter: Mapping[str, Any], lake: Path, pages: dict[str, Any] | None = None) -> bytes | None:
+def legacy_bytes(letter: Mapping[str, Any], lake: Path) -> bytes | None:
     """The exact bytes of a dead letter written before `raw_bytes` existed, or None when they cannot
     be known (the runbook's "Dead letters written before raw_bytes").
 
@@ -70,10 +71,9 @@ def legacy_bytes(letter: Mapping[str, Any], lake: Path, pages: dict[str, Any] | 
        its UTF-8 is the record's bytes (without the page's XML declaration, as replays read it
        before).
     3. Else unknown: the record held bytes that did not decode, and the text cannot tell which.
-    `pages` caches the Bronze pages read, for a caller asking about many dead letters.
     """
     text = letter["raw_record"]
-    found = _from_bronze(letter, lake, {} if pages is None else pages)
+    found = _from_bronze(letter, lake, {})
     if found is not None:
         return found
     if not ESCAPED_BYTE.search(text):
@@ -133,7 +133,7 @@ def fill_legacy_bytes(letters: Any, lake: Path) -> tuple[Any, list[str]]:
     pages: dict[str, Any] = {}
     keep, unknown = [], []
     for index, row in enumerate(rows):
-        if column[index] is None and row["record_kind"] in ("entry", "tombstone"):
+        if column[index] is None and row["record_kind"] in RECORD_KINDS:
             column[index] = _from_bronze(row, lake, pages)
             if column[index] is None and ESCAPED_BYTE.search(row["raw_record"]):
                 unknown.append(row["dead_letter_id"])

@@ -1,9 +1,6 @@
-"""The dead letters a replay owns, read by delta-rs in the driver: the dataset's partition of
-`dead_letters` filtered in the Parquet scan, oldest first, at most `max_records`.
-
-A Spark query did this before (a Delta scan, a sort, a limit and a shuffle to spread the records over
-the cores), most of a small replay's time (decision 0033).
-A replay holds at most `max_records` (10,000 by default) records of a few KB: they fit the driver.
+"""The dead letters a replay owns, read by delta-rs in the driver (not a Spark query: decision 0033):
+the dataset's partition of `dead_letters` filtered in the Parquet scan, oldest first, at most
+`max_records` (10,000 by default) records of a few KB, which fit the driver.
 """
 
 from __future__ import annotations

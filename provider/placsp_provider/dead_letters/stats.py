@@ -1,22 +1,13 @@
 """Dead-letter counts and threshold checks, read with delta-rs (`deltalake`): no Spark, no JVM, no Airflow.
 
-A count reads little on purpose:
-
-1. The Delta log prunes files before any is opened: the `dataset` partition exactly, and `run_id`,
-   `status`, `stage`, `error_type` and `processing_timestamp` by each file's min/max statistics
-   (`file_pruning_predicate`). One run's dead letters live in that run's files, so a run check
-   opens only those.
-2. The same conditions, as an Arrow expression, filter rows inside the Parquet scan of the files left
-   (row-group statistics skip more). Files are read through Arrow's native local filesystem.
-3. Only four short columns are read for the counts (`dataset`, `stage`, `error_type`, `status`), and
-   three more for at most five samples, which stop at the first five matching rows.
+A count reads little on purpose: the Delta log prunes files before any is opened (the `dataset`
+partition exactly; `run_id`, `status`, `stage`, `error_type` and `processing_timestamp` by each file's
+min/max statistics: one run's dead letters live in that run's files, so a run check opens only those);
+the same conditions filter rows inside the Parquet scan; only the short columns counted are read, and
+the samples stop at the first few matching rows.
 
 A lake with no dead-letter table yet has no dead letters: zero, not an error. A table that exists but
 cannot be read raises `DeadLetterTableError`, naming the path and the reason.
-
-`evaluate` turns counts into `ThresholdCheck`s, the data-quality assertions of a run (the sensor pushes
-them to XCom; lineage reports them); `failure_message` says what failed, where the rows are and how
-to list them all, in at most `MESSAGE_LIMIT` characters.
 """
 
 from __future__ import annotations
@@ -34,7 +25,8 @@ from typing import TYPE_CHECKING, Any
 
 from placsp_provider.dead_letters.lifecycle import QUARANTINED, STAGES
 from placsp_provider.errors import ConfigError, PlacspError
-from placsp_provider.lake import DEAD_LETTER_TABLE, table_path
+from placsp_provider.lake import DEAD_LETTER_TABLE, run_summary_path, table_path
+from placsp_provider.table_files import local_files, text_equals, text_in
 from placsp_provider.untrusted import printable
 
 if TYPE_CHECKING:
@@ -115,8 +107,6 @@ class DeadLetterQuery:
         import pyarrow as pa
         import pyarrow.dataset as pads
 
-        from placsp_provider.table_files import text_equals, text_in
-
         expr = None
         for column, op, value in self.pruning_filters():
             # Strings compared as `string`: delta-rs writes some files with `string_view` (table_files).
@@ -152,20 +142,19 @@ class DeadLetterQuery:
 
     def cli_command(self) -> str:
         """`placsp dead-letters stats ...` with the same selection."""
+        options = [
+            ("--dataset", self.dataset),
+            ("--lake", self.lake),
+            ("--run-id", self.run_id),
+            ("--status", self.status),
+            *(("--stage", stage) for stage in self.stages),
+            *(("--error-type", error_type) for error_type in self.error_types),
+            ("--since", self.since.isoformat() if self.since else None),
+        ]
         args = ["placsp", "dead-letters", "stats"]
-        if self.dataset is not None:
-            args += ["--dataset", self.dataset]
-        args += ["--lake", self.lake]
-        if self.run_id is not None:
-            args += ["--run-id", self.run_id]
-        if self.status is not None:
-            args += ["--status", self.status]
-        for stage in self.stages:
-            args += ["--stage", stage]
-        for error_type in self.error_types:
-            args += ["--error-type", error_type]
-        if self.since is not None:
-            args += ["--since", self.since.isoformat()]
+        for flag, value in options:
+            if value is not None:
+                args += [flag, value]
         return shlex.join(args)
 
     def to_dict(self) -> dict[str, Any]:
@@ -177,15 +166,7 @@ class DeadLetterQuery:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> DeadLetterQuery:
         since = data.get("since")
-        return cls(
-            lake=data["lake"],
-            dataset=data.get("dataset"),
-            run_id=data.get("run_id"),
-            status=data.get("status"),
-            stages=tuple(data.get("stages") or ()),
-            error_types=tuple(data.get("error_types") or ()),
-            since=datetime.fromisoformat(since) if since else None,
-        )
+        return cls(**{**data, "since": datetime.fromisoformat(since) if since else None})
 
 
 @dataclass(frozen=True)
@@ -197,7 +178,7 @@ class DeadLetterSample:
 
 @dataclass(frozen=True)
 class DeadLetterCounts:
-    """What `count` found. Breakdowns are ordered by count, largest first."""
+    """What `count` found. Breakdowns (one by each of `_COUNT_COLUMNS`) are ordered by count, largest first."""
 
     query: DeadLetterQuery
     total: int = 0
@@ -216,16 +197,8 @@ class DeadLetterCounts:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> DeadLetterCounts:
-        return cls(
-            query=DeadLetterQuery.from_dict(data["query"]),
-            total=int(data["total"]),
-            by_dataset=dict(data["by_dataset"]),
-            by_stage=dict(data["by_stage"]),
-            by_error_type=dict(data["by_error_type"]),
-            by_status=dict(data["by_status"]),
-            samples=tuple(DeadLetterSample(**s) for s in data["samples"]),
-            table_version=data.get("table_version"),
-        )
+        samples = tuple(DeadLetterSample(**s) for s in data["samples"])
+        return cls(**{**data, "query": DeadLetterQuery.from_dict(data["query"]), "samples": samples})
 
 
 def scope_query(
@@ -295,8 +268,6 @@ def count(query: DeadLetterQuery) -> DeadLetterCounts:
     from deltalake import DeltaTable
     from deltalake.exceptions import DeltaError
 
-    from placsp_provider.table_files import local_files
-
     try:
         table = DeltaTable(str(path))
         files = local_files(table, query.pruning_filters())  # not deltalake's filesystem: see there
@@ -314,10 +285,7 @@ def count(query: DeadLetterQuery) -> DeadLetterCounts:
     return DeadLetterCounts(
         query=query,
         total=rows.num_rows,
-        by_dataset=_ordered(tallies["dataset"]),
-        by_stage=_ordered(tallies["stage"]),
-        by_error_type=_ordered(tallies["error_type"]),
-        by_status=_ordered(tallies["status"]),
+        **{f"by_{column}": _ordered(tally) for column, tally in tallies.items()},
         samples=samples,
         table_version=version,
     )
@@ -331,13 +299,20 @@ def _samples(files: pads.Dataset, expr: Any) -> tuple[DeadLetterSample, ...]:
 
 def summary_file(lake: str | Path, dataset: str, run_id: str) -> Path:
     """`<lake>/runs/<dataset>/<run_id>.json`, written by the Silver ingest after its last commit."""
-    from placsp_provider.lake import run_summary_path
-
     return run_summary_path(Path(lake), dataset, run_id)
 
 
-def summary_exists(lake: str | Path, dataset: str, run_id: str) -> bool:
-    return summary_file(lake, dataset, run_id).is_file()
+def look(query: DeadLetterQuery) -> tuple[DeadLetterCounts, int | None] | None:
+    """What a threshold check judges: the counts and, for scope `run` (a `scope_query` with a run id),
+    the entries the run read. None while that run's summary is missing: until the ingest has written
+    it, after its last commit, the run's dead letters may not all be visible."""
+    if query.run_id is None:
+        return count(query), None
+    assert query.dataset is not None
+    if not summary_file(query.lake, query.dataset, query.run_id).is_file():
+        return None
+    read = entries_read(query.lake, query.dataset, query.run_id)
+    return count(query), read
 
 
 def entries_read(lake: str | Path, dataset: str, run_id: str) -> int:
@@ -402,7 +377,7 @@ class ThresholdCheck:
 
 
 def check_scope(scope: str) -> None:
-    """The one place a scope is checked (the sensor, the trigger, the CLI and the queries all call it)."""
+    """The one place a scope is checked (through `scope_query` and `validate_thresholds`)."""
     if scope not in SCOPES:
         raise ConfigError(
             f"scope must be 'run' (this run's dead letters) or 'backlog' (all quarantined); got {scope!r}"
@@ -454,57 +429,42 @@ def evaluate(
         "dead_letters": counts.total,
         "entries_read": read,
     }
-    checks = []
+    observed: list[tuple[str, float, float | None]] = []  # (kind, max, observed)
     if max_count is not None:
-        checks.append(
-            ThresholdCheck(
-                threshold_kind="count",
-                threshold_value=max_count,
-                observed_value=counts.total,
-                success=counts.total <= max_count,
-                **common,
-            )
-        )
+        observed.append(("count", max_count, counts.total))
     if max_ratio is not None:
         if read is None:
             raise ConfigError(f"dataset {dataset}: max_ratio needs the entries the run read (its Silver summary)")
-        ratio = counts.total / read if read else (0.0 if counts.total == 0 else None)
-        checks.append(
-            ThresholdCheck(
-                threshold_kind="ratio",
-                threshold_value=max_ratio,
-                observed_value=ratio,
-                success=ratio is not None and ratio <= max_ratio,
-                **common,
-            )
+        observed.append(("ratio", max_ratio, counts.total / read if read else (0.0 if counts.total == 0 else None)))
+    return tuple(
+        ThresholdCheck(
+            threshold_kind=kind,
+            threshold_value=limit,
+            observed_value=value,
+            success=value is not None and value <= limit,
+            **common,
         )
-    return tuple(checks)
+        for kind, limit, value in observed
+    )
 
 
 def failure_message(checks: Iterable[ThresholdCheck], counts: DeadLetterCounts, *, limit: int = MESSAGE_LIMIT) -> str:
-    """What failed, the top error types, a few samples, and how to list every row; <= `limit` chars."""
+    """What failed, the top error types, a few samples, and how to list every row; <= `limit` chars.
+    `checks` are one selection's (`evaluate`), at least one."""
     checks = list(checks)
     failed = [c for c in checks if not c.success] or checks
-    first = failed[0] if failed else None
-    query = counts.query
-    dataset = first.dataset if first else (query.dataset or "(all datasets)")
-    if first and first.scope == "run":
-        where = f"scope run (run {first.run_id})"
-    elif first:
-        where = "scope backlog (status quarantined, any run)"
-    else:
-        where = "selection"
+    first, query = failed[0], counts.query
+    where = f"scope run (run {first.run_id})" if first.scope == "run" else "scope backlog (status quarantined, any run)"
     extra = "".join(
         f", {name} in ({', '.join(values)})"
         for name, values in (("stage", query.stages), ("error_type", query.error_types))
         if values
     )
     verdict = "over threshold" if any(not c.success for c in checks) else "within thresholds"
-    severity = f" [severity {first.severity}]" if first else ""
     head = [
-        f"dead letters {verdict}: dataset {dataset}, {where}{extra}: {counts.total} dead letter(s); "
+        f"dead letters {verdict}: dataset {first.dataset}, {where}{extra}: {counts.total} dead letter(s); "
         + "; ".join(c.describe() for c in failed)
-        + severity
+        + f" [severity {first.severity}]"
     ]
     if counts.by_error_type:
         top = list(counts.by_error_type.items())

@@ -1,8 +1,5 @@
-"""A replay's outcomes recorded on their dead letters (`ingest.rules.STATUS_UPDATE`), by delta-rs.
-
-The status update reads and rewrites the files that hold the replayed dead letters, raw XML and all
-(~6.5 KB a record), the part of a replay an ingest of the same records does not have: on Spark one
-task reading, then one rewriting; delta-rs does it from the driver in a fraction of the time
+"""A replay's outcomes recorded on their dead letters (`ingest.rules.STATUS_UPDATE`), by delta-rs
+from the driver: a fraction of Spark's time for rewriting the files of the replayed dead letters
 (decisions 0027, 0030). It runs after the Silver write: that order is what makes a replay killed in
 between complete on its rerun.
 """
@@ -13,6 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 from placsp_provider.ingest import rules
 from placsp_provider.ingest.retry import is_delta_rs_conflict, retry_on_conflict
@@ -30,10 +28,20 @@ class StatusChange:
     error_message: str | None
 
 
+def merge_by_id(lake: Path, dataset: str, source: Any) -> Any:
+    """A delta-rs MERGE of `source` (alias `s`) into the dead letters (`t`) of the same `dead_letter_id`.
+    `dataset` is a known dataset key: safe in the predicate, where it prunes the partition."""
+    from deltalake import DeltaTable
+
+    predicate = f"t.dataset = '{dataset}' AND t.dead_letter_id = s.dead_letter_id"
+    return DeltaTable(str(table_path(lake, DEAD_LETTER_TABLE))).merge(
+        source, predicate, source_alias="s", target_alias="t"
+    )
+
+
 def record_outcomes(lake: Path, dataset: str, run_id: str, changes: Sequence[StatusChange], at: datetime) -> int:
     """Each change applied to its dead letter if it is still as selected; the dead letters updated."""
     import pyarrow as pa
-    from deltalake import DeltaTable
 
     from placsp_provider.ingest.tables import UTC_TS
 
@@ -54,12 +62,7 @@ def record_outcomes(lake: Path, dataset: str, run_id: str, changes: Sequence[Sta
     )
 
     def update() -> int:
-        merge = DeltaTable(str(table_path(lake, DEAD_LETTER_TABLE))).merge(
-            source,
-            f"t.dataset = '{dataset}' AND t.dead_letter_id = s.dead_letter_id",
-            source_alias="s",
-            target_alias="t",
-        )
+        merge = merge_by_id(lake, dataset, source)
         done = merge.when_matched_update(rules.STATUS_UPDATE, predicate=rules.STATUS_UNCHANGED).execute()
         return int(done.get("num_target_rows_updated", 0))
 

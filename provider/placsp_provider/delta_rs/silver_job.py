@@ -7,12 +7,12 @@ this process under `ingest.rules` (`silver_write`). Its rows are held in memory 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from placsp_provider.delta_rs.silver_write import RoutedBatch, merge_silver, write_batch
+from placsp_provider.delta_rs.silver_write import merge_silver, write_batch
 from placsp_provider.ingest.batch import StagedBatch
 from placsp_provider.ingest.retry import is_delta_rs_conflict, retry_on_conflict
 from placsp_provider.lake import SILVER_TABLES
@@ -25,19 +25,14 @@ class DeltaRsWriter:
         del spark  # writes from this process, whatever parsed
 
     def write(self, batch: StagedBatch) -> dict[str, Any]:
-        plan = batch.plan
         rows = {t: batch.kept(t, batch.read_staged(t)) for t in SILVER_TABLES}
-        routed = RoutedBatch(rows, batch.dead_letters(), batch.reconciliation(), plan.repeated_versions)
+        dead_letters, reconciliation = batch.dead_letters(), batch.reconciliation()
         log.info(
             "dataset %s: writing %s with delta-rs",
             batch.dataset,
-            ", ".join(f"{n:,} {t}" for t, n in plan.sizes.items() if n) or "nothing but the reconciliation",
+            ", ".join(f"{n:,} {t}" for t, n in batch.plan.sizes.items() if n) or "nothing but the reconciliation",
         )
-        return retry_on_conflict(
-            lambda: write_batch(batch.lake, batch.dataset, routed, batch.run_id, batch.started),
-            what=f"dataset {batch.dataset}: Silver write of run {batch.run_id}",
-            conflict=is_delta_rs_conflict,
-        )
+        return _retried(batch.dataset, batch.run_id, lambda: write_batch(batch, rows, dead_letters, reconciliation))
 
     def write_rows(
         self,
@@ -48,8 +43,10 @@ class DeltaRsWriter:
         run_id: str,
         started: datetime,
     ) -> dict[str, Any]:
-        return retry_on_conflict(
-            lambda: merge_silver(lake, dataset, rows, repeated_versions, run_id, started),
-            what=f"dataset {dataset}: Silver write of run {run_id}",
-            conflict=is_delta_rs_conflict,
-        )
+        return _retried(dataset, run_id, lambda: merge_silver(lake, dataset, rows, repeated_versions, run_id, started))
+
+
+def _retried(dataset: str, run_id: str, write: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    return retry_on_conflict(
+        write, what=f"dataset {dataset}: Silver write of run {run_id}", conflict=is_delta_rs_conflict
+    )

@@ -13,8 +13,7 @@ A batch here fits the driver's memory (`ingest.engines.choose_engine`: up to
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator, Mapping
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -22,6 +21,7 @@ from typing import Any
 import pyarrow as pa
 
 from placsp_provider.ingest import rules
+from placsp_provider.ingest.batch import StagedBatch
 from placsp_provider.ingest.rules import BUSINESS_KEYS
 from placsp_provider.ingest.tables import UTC_TS, table_schema
 from placsp_provider.lake import CHILD_TABLES, table_path
@@ -35,49 +35,31 @@ _MERGE_COUNTS = {
 }
 
 
-@dataclass
-class RoutedBatch:
-    """A batch's rows as Arrow tables, in the staged (parser's) columns, quarantined files left out."""
-
-    rows: dict[str, pa.Table]  # Silver rows by table
-    dead_letters: pa.Table  # every dead letter to insert, lifecycle columns included
-    reconciliation: pa.Table  # one row per file, `tables.RECONCILIATION`
-    repeated_versions: int  # valid records repeating an earlier (entry_id, updated) of their file
-
-
 def nothing_changed() -> dict[str, int]:
     return dict.fromkeys(_MERGE_COUNTS, 0)
 
 
-def write_batch(lake: Path, dataset: str, batch: RoutedBatch, run_id: str, started: datetime) -> dict[str, Any]:
-    """Dead letters, Silver, then the reconciliation that marks the files done; the changes by table."""
-    metrics: dict[str, Any] = {}
-    if batch.dead_letters.num_rows:
-        metrics["dead_letters"] = _insert_only(lake, "dead_letters", dataset, batch.dead_letters, ("dead_letter_id",))
-    else:
-        metrics["dead_letters"] = nothing_changed()
-    silver = _merge_silver(lake, dataset, batch.rows, batch.repeated_versions, _stamp(run_id, started))
-    merge = _open(lake, "reconciliation").merge(
-        _conform(batch.reconciliation, "reconciliation"),
-        rules.on(("source_file",), dataset),
-        source_alias="s",
-        target_alias="t",
-    )
+def write_batch(
+    batch: StagedBatch, rows: Mapping[str, pa.Table], dead_letters: pa.Table, reconciliation: pa.Table
+) -> dict[str, Any]:
+    """Dead letters, Silver, then the reconciliation that marks the files done; the changes by table.
+    The batch's rows as Arrow tables, read once (quarantined files left out: `StagedBatch.kept`)."""
+    lake, dataset = batch.lake, batch.dataset
+    dead = nothing_changed()
+    if dead_letters.num_rows:
+        dead = _insert_only(lake, "dead_letters", dataset, dead_letters, ("dead_letter_id",))
+    silver = merge_silver(lake, dataset, rows, batch.plan.repeated_versions, batch.run_id, batch.started)
+    merge = _merge(_open(lake, "reconciliation"), _conform(reconciliation, "reconciliation"), ("source_file",), dataset)
     _execute(merge.when_matched_update_all(predicate=rules.RECONCILIATION_CHANGES).when_not_matched_insert_all())
-    return {**silver, "dead_letters": metrics["dead_letters"]}
+    return {**silver, "dead_letters": dead}
 
 
 def merge_silver(
     lake: Path, dataset: str, rows: Mapping[str, pa.Table], repeated_versions: int, run_id: str, started: datetime
 ) -> dict[str, Any]:
-    """Silver rows alone (no dead letters, no reconciliation: the replay's recovered records), under
-    the same rules; the changes by table. `repeated_versions`: as `RoutedBatch`'s."""
-    return _merge_silver(lake, dataset, rows, repeated_versions, _stamp(run_id, started))
-
-
-def _merge_silver(
-    lake: Path, dataset: str, rows: Mapping[str, pa.Table], repeated_versions: int, stamp: dict[str, Any]
-) -> dict[str, Any]:
+    """Silver rows (a batch's, or a replay's recovered records alone); the changes by table.
+    `repeated_versions`: valid records repeating an earlier (entry_id, updated) of their file."""
+    stamp = {"_ingest_run_id": (run_id, pa.string()), "_ingested_at": (started, UTC_TS)}
     metrics: dict[str, Any] = {t: nothing_changed() for t in ("entries", *CHILD_TABLES)}
     if not rows["entries"].num_rows:  # children come only with valid entries: tombstones alone
         log = _insert_tombstones(lake, dataset, rows["tombstones"], stamp)
@@ -86,16 +68,14 @@ def _merge_silver(
         return metrics
 
     entries = _open(lake, "entries")
-    best = _winners(rows["entries"])
+    best = _greatest(rows["entries"], ("entry_id",), rules.VERSION_ORDER)  # each entry's winner in the batch
     held = _current(entries, dataset, ["entry_id", "updated", "_source_file"], _ids(best))
-    held_version = {e: (u, f) for e, u, f in zip(*(held.column(c).to_pylist() for c in held.column_names), strict=True)}
+    held_version = {e: (u, f) for e, u, f in _tuples(held)}
     # Which batch versions are at least as great as what Silver holds (rules.is_eligible): their
     # children are the truth; a lesser one loses everywhere, so Silver never mixes two versions.
     eligible: list[tuple[str, datetime, str, str]] = []
     newer = 0
-    for entry_id, updated, source, digest in zip(
-        *(best.column(c).to_pylist() for c in rules.WINNER_COLUMNS), strict=True
-    ):
+    for entry_id, updated, source, digest in _tuples(best, rules.WINNER_COLUMNS):
         held = held_version.get(entry_id)
         if not rules.is_eligible(held, (updated, source)):
             continue
@@ -114,9 +94,7 @@ def _merge_silver(
     # tombstone log. Round two: the winners' children and the tombstones applied to `entries`.
     if newer:
         source = _with(_stamped(best, stamp), deleted_at=pa.nulls(best.num_rows, UTC_TS), deletion_type=None)
-        merge = entries.merge(
-            _conform(source, "entries"), rules.on(BUSINESS_KEYS["entries"], dataset), source_alias="s", target_alias="t"
-        )
+        merge = _merge(entries, _conform(source, "entries"), BUSINESS_KEYS["entries"], dataset)
         metrics["entries"] = _execute(
             merge.when_matched_update_all(predicate=rules.ENTRY_REPLACES).when_not_matched_insert_all()
         )
@@ -137,11 +115,6 @@ def _merge_silver(
     return metrics
 
 
-def _winners(entries: pa.Table) -> pa.Table:
-    """Each entry's greatest version in the batch (`rules.VERSION_ORDER`)."""
-    return _greatest(entries, ("entry_id",), rules.VERSION_ORDER)
-
-
 def _greatest(rows: pa.Table, key: tuple[str, ...], order: tuple[str, ...]) -> pa.Table:
     """The row with the greatest `order` for each `key` (`rules.greatest_per_key`), in batch order."""
     columns = {c: rows.column(c).to_pylist() for c in dict.fromkeys((*key, *order))}
@@ -154,7 +127,7 @@ def _greatest(rows: pa.Table, key: tuple[str, ...], order: tuple[str, ...]) -> p
 
 
 def _delete_older_children(lake: Path, table: str, dataset: str, eligible: pa.Table) -> int:
-    merge = _open(lake, table).merge(eligible, rules.on(("entry_id",), dataset), source_alias="s", target_alias="t")
+    merge = _merge(_open(lake, table), eligible, ("entry_id",), dataset)
     return _execute(merge.when_matched_delete(predicate=rules.CHILD_IS_OLDER))["deleted"]
 
 
@@ -169,10 +142,9 @@ def _insert_children(
 ) -> dict[str, int]:
     if not rows.num_rows or not winners:
         return nothing_changed()
-    versions = zip(*(rows.column(c).to_pylist() for c in rules.CHILD_VERSION_COLUMNS), strict=True)
-    fresh = rows.filter(pa.array([v in winners for v in versions], pa.bool_()))
+    fresh = rows.filter(pa.array([v in winners for v in _tuples(rows, rules.CHILD_VERSION_COLUMNS)], pa.bool_()))
     if repeated_versions:  # one version twice in a page: its child keys repeat (see merge_silver)
-        fresh = _first_per_key(fresh, BUSINESS_KEYS[table])
+        fresh = _greatest(fresh, BUSINESS_KEYS[table], ())  # identical rows: the first
     if not fresh.num_rows:
         return nothing_changed()
     return _insert_only(lake, table, dataset, _stamped(fresh, stamp), BUSINESS_KEYS[table])
@@ -183,9 +155,7 @@ def _insert_tombstones(lake: Path, dataset: str, tombstones: pa.Table, stamp: di
         return nothing_changed()
     keys = BUSINESS_KEYS["tombstones"]
     fresh = _stamped(_greatest(tombstones, keys, rules.TOMBSTONE_ORDER), stamp)
-    merge = _open(lake, "tombstones").merge(
-        _conform(fresh, "tombstones"), rules.on(keys, dataset), source_alias="s", target_alias="t"
-    )
+    merge = _merge(_open(lake, "tombstones"), _conform(fresh, "tombstones"), keys, dataset)
     return _execute(merge.when_matched_update_all(predicate=rules.TOMBSTONE_REPLACES).when_not_matched_insert_all())
 
 
@@ -196,7 +166,7 @@ def _apply_tombstones(lake: Path, dataset: str, touched: set[str]) -> int:
         return 0
     logged = _current(_open(lake, "tombstones"), dataset, ["entry_id", "deleted_at", "deletion_type"], touched)
     latest: dict[str, tuple[datetime, str | None]] = {}  # one logged tombstone per (entry, deleted_at)
-    for entry_id, deleted_at, kind in zip(*(logged.column(c).to_pylist() for c in logged.column_names), strict=True):
+    for entry_id, deleted_at, kind in _tuples(logged):
         if entry_id not in latest or deleted_at > latest[entry_id][0]:
             latest[entry_id] = (deleted_at, kind)
     if not latest:
@@ -205,9 +175,7 @@ def _apply_tombstones(lake: Path, dataset: str, touched: set[str]) -> int:
     current = _current(entries, dataset, ["entry_id", "updated", "deleted_at", "deletion_type"], set(latest))
     due = [  # rules.TOMBSTONE_APPLIES, asked in Python first
         (entry_id, latest[entry_id][0], latest[entry_id][1])
-        for entry_id, updated, deleted_at, kind in zip(
-            *(current.column(c).to_pylist() for c in current.column_names), strict=True
-        )
+        for entry_id, updated, deleted_at, kind in _tuples(current)
         if latest[entry_id][0] >= updated
         and (deleted_at, kind or "") != (latest[entry_id][0], latest[entry_id][1] or "")
     ]
@@ -220,15 +188,13 @@ def _apply_tombstones(lake: Path, dataset: str, touched: set[str]) -> int:
             "deletion_type": pa.array([d[2] for d in due], pa.string()),
         }
     )
-    merge = entries.merge(source, rules.on(("entry_id",), dataset), source_alias="s", target_alias="t")
+    merge = _merge(entries, source, ("entry_id",), dataset)
     updates = {"deleted_at": "s.deleted_at", "deletion_type": "s.deletion_type"}
     return _execute(merge.when_matched_update(updates=updates, predicate=rules.TOMBSTONE_APPLIES))["updated"]
 
 
 def _insert_only(lake: Path, table: str, dataset: str, rows: pa.Table, keys: tuple[str, ...]) -> dict[str, int]:
-    merge = _open(lake, table).merge(
-        _conform(_first_per_key(rows, keys), table), rules.on(keys, dataset), source_alias="s", target_alias="t"
-    )
+    merge = _merge(_open(lake, table), _conform(_greatest(rows, keys, ()), table), keys, dataset)
     return _execute(merge.when_not_matched_insert_all())
 
 
@@ -239,6 +205,11 @@ def _open(lake: Path, table: str) -> Any:
     return DeltaTable(str(table_path(lake, table)))
 
 
+def _merge(target: Any, source: pa.Table, keys: Iterable[str], dataset: str) -> Any:
+    """A MERGE of `source` (alias `s`) into the table `target` (alias `t`) on `rules.on(keys, dataset)`."""
+    return target.merge(source, rules.on(keys, dataset), source_alias="s", target_alias="t")
+
+
 def _execute(merge: Any) -> dict[str, int]:
     done = merge.execute()
     return {name: int(done.get(key) or 0) for name, key in _MERGE_COUNTS.items()}
@@ -246,35 +217,17 @@ def _execute(merge: Any) -> dict[str, int]:
 
 def _current(table: Any, dataset: str, columns: list[str], entry_ids: set[str]) -> pa.Table:
     """`columns` of the dataset's rows for these entries, as of the snapshot `table` holds."""
-    rows = scan(table, dataset)
+    rows = local_files(table, [("dataset", "=", dataset)])  # the dataset's partition
     return rows.to_table(columns=columns, filter=text_in("entry_id", sorted(entry_ids)))  # see table_files
 
 
-def scan(table: Any, dataset: str) -> Any:
-    """The dataset's partition of `table` as a pyarrow dataset (`table_files.local_files`)."""
-    return local_files(table, [("dataset", "=", dataset)])
+def _tuples(rows: pa.Table, columns: Iterable[str] | None = None) -> Iterator[tuple[Any, ...]]:
+    """`rows` as Python tuples of `columns` (all by default)."""
+    return zip(*(rows.column(c).to_pylist() for c in columns or rows.column_names), strict=True)
 
 
 def _ids(rows: pa.Table) -> set[str]:
     return set(rows.column("entry_id").to_pylist()) if rows.num_rows else set()
-
-
-def _first_per_key(rows: pa.Table, keys: Iterable[str]) -> pa.Table:
-    """One row per key: the first in a fixed order (file, then position), so a rerun keeps the same."""
-    keys = list(keys)
-    seen: set[tuple[Any, ...]] = set()
-    keep = []
-    for index, key in enumerate(zip(*(rows.column(k).to_pylist() for k in keys), strict=True)):
-        if key not in seen:
-            seen.add(key)
-            keep.append(index)
-    if len(keep) == rows.num_rows:
-        return rows
-    return rows.take(pa.array(keep, pa.int64()))
-
-
-def _stamp(run_id: str, started: datetime) -> dict[str, Any]:
-    return {"_ingest_run_id": (run_id, pa.string()), "_ingested_at": (started, UTC_TS)}
 
 
 def _stamped(rows: pa.Table, stamp: Mapping[str, tuple[Any, pa.DataType]]) -> pa.Table:

@@ -7,8 +7,10 @@ real sockets: no mocked `requests`.
 
 from __future__ import annotations
 
+import gzip
 import threading
 import time
+import zlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -125,12 +127,8 @@ def _send(handler: BaseHTTPRequestHandler, reply: Reply) -> None:
         time.sleep(reply.delay)
     body = reply.body.read_bytes() if isinstance(reply.body, Path) else reply.body
     if reply.encoding == "gzip":
-        import gzip
-
         body = gzip.compress(body)
     elif reply.encoding == "deflate":
-        import zlib
-
         body = zlib.compress(body)
     handler.send_response(reply.status, reply.reason)
     handler.send_header("Content-Type", reply.content_type)

@@ -160,7 +160,7 @@ def report(dag_run: Any, lake: Path, dag_id: str = "placsp_daily") -> int:
         )
     for summary_file in sorted(lake.glob("runs/*/*.json")):
         data = json.loads(summary_file.read_text())
-        if data.get("run_id") != getattr(dag_run, "run_id", None):
+        if data.get("run_id") != run_id:
             continue
         c, d = data["conservation"], data["dead_letters"]
         print(

@@ -4,15 +4,19 @@ The samples are real but few, so the demo site is small: a head feed per live da
 archives that hold the rest. Pages are served byte for byte; where the site would serve an archive
 we do not bundle, one is zipped at start-up from bundled real pages (the zip is a container, the
 pages inside are untouched). See include/placsp_samples/SOURCES.md for where each page comes from.
+`land_pages` lands pages in a lake the way extraction does, without a site.
 """
 
 from __future__ import annotations
 
+import hashlib
 import io
+import os
 import zipfile
+from collections.abc import Iterable
 from pathlib import Path
 
-from placsp_provider.datasets import DATASETS
+from placsp_provider.datasets import DATASETS, Dataset
 
 # Logical date of the demo run: its data interval [2025-08-18, 2025-08-19) is the day the bundled
 # 643 pages were published.
@@ -62,8 +66,45 @@ def demo_routes(samples: Path | None = None) -> dict[str, bytes]:
     return routes
 
 
-def _path(ds: object, name: str) -> str:
-    return f"/sindicacion/{ds.folder}/{name}"  # type: ignore[attr-defined]
+def land_pages(lake: Path, dataset: str, pages: Iterable[Path], run_id: str, *, link: bool = False) -> Path:
+    """Land `pages` in `lake` as extraction lands them (content-addressed files, one manifest
+    `<run_id>.json` with the scan's counts), without a site: the class archive's training ingest and
+    the benchmarks' lakes. `link` hard-links the files instead of copying them. Returns the manifest."""
+    from placsp_provider.bronze.manifest import LandedPage, Manifest
+    from placsp_provider.feed.page_scan import scan_page
+    from placsp_provider.lake import manifests_dir, page_file
+
+    ds = DATASETS[dataset]
+    stamp = "2025-08-18T00:00:00Z"
+    manifest = Manifest(ds.key, ds.syndication_id, run_id, stamp, stamp, stamp, f"{run_id}://")
+    for page in pages:
+        body = page.read_bytes()
+        sha = hashlib.sha256(body).hexdigest()
+        final = page_file(lake, ds.key, page.name, sha)
+        final.parent.mkdir(parents=True, exist_ok=True)
+        if link:
+            os.link(page, final)
+        else:
+            final.write_bytes(body)
+        manifest.pages.append(
+            LandedPage.from_scan(
+                scan_page(final),
+                url=f"{run_id}://{page.name}",
+                file=str(final.relative_to(lake)),
+                size=len(body),
+                sha256=sha,
+                source="feed",
+                newly_landed=True,
+            )
+        )
+    path = manifests_dir(lake, ds.key) / f"{run_id}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(manifest.to_json())
+    return path
+
+
+def _path(ds: Dataset, name: str) -> str:
+    return f"/sindicacion/{ds.folder}/{name}"
 
 
 def _zip(members: dict[str, bytes]) -> bytes:

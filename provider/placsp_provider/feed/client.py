@@ -1,14 +1,11 @@
 """HTTP access to the PLACSP site: bounded, retried, verified, streamed to disk.
 
-One `requests.Session` per client (closed with the client). Every URL, and every redirect hop
-(followed by hand), passes `url_policy` before any request: same scheme, host and port as the
-configured site, or an allowed host; credentials only to the site's own origin. The policy hands
-back the exact string that is sent, so what it judged, where the connection goes and whether the
-credentials go with it come from one parse. Bodies stream to a file with a running sha256 and hard
-caps (wire bytes against `Content-Length`, decompressed bytes against the size limit), and one
-total deadline per download covers connecting, the status line, the headers, every redirect hop and
-the body, so memory stays flat whatever the page size and a trickling server cannot hold a run
-forever.
+Every URL, and every redirect hop (followed by hand), passes `url_policy` before any request; the
+policy hands back the exact string that is sent, so what it judged, where the connection goes and
+whether the credentials go with it come from one parse. Bodies stream to a file with a running
+sha256 and hard caps (wire bytes against `Content-Length`, decompressed bytes against the size
+limit), and one total deadline per download covers connecting, the status line, the headers, every
+redirect hop and the body: memory stays flat, and a trickling server cannot hold a run forever.
 
 Text from the server (a reason phrase, a `Location`, a page title, a header) is shown only through
 `untrusted.printable`: ESC sequences and line breaks never reach a terminal, a log or an exception raw.
@@ -27,7 +24,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -135,10 +132,6 @@ class ClientConfig:
         if self.auth is None:
             object.__setattr__(self, "auth", userinfo)
 
-    @property
-    def url_policy(self) -> UrlPolicy:
-        return UrlPolicy.for_base(self.base_url, self.allowed_hosts)
-
 
 @dataclass(frozen=True)
 class Download:
@@ -173,18 +166,12 @@ def redact(url: str) -> str:
 class FeedClient:
     """Downloads pages and archives for one dataset; every error names the dataset and the URL."""
 
-    def __init__(
-        self,
-        config: ClientConfig,
-        dataset: str,
-        *,
-        sleep: Callable[[float], None] = time.sleep,
-    ) -> None:
+    def __init__(self, config: ClientConfig, dataset: str, *, sleep: Callable[[float], None] = time.sleep) -> None:
         self.config = config
         self.dataset = dataset
         self._sleep = sleep
         self._consecutive_failures = 0
-        self.policy = config.url_policy
+        self.policy = UrlPolicy.for_base(config.base_url, config.allowed_hosts)
         self.session = _HandRedirectSession()
         # Connections whose sockets the download's deadline can end (see `_Deadline`).
         for prefix in ("http://", "https://"):
@@ -211,39 +198,28 @@ class FeedClient:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    # -- public -----------------------------------------------------------------------------
-    def check_link(self, url: str, *, linked_from: str, via: str) -> None:
-        """Refuse (before any request) a URL the feed points to that is not on the site."""
-        try:
-            self.policy.admit(url)
-        except RefusedUrlError as err:
-            raise self._refused(url, err, linked_from=linked_from, via=via) from None
-
     def follow_link(self, base: str, href: str, *, linked_from: str, via: str) -> str:
-        """`href` (as a page wrote it) resolved against `base` and checked, as `check_link`: an href
-        that `urljoin` would repair (a tab, a line break, a `\\`) is refused instead."""
+        """`href` (as a page wrote it) resolved against `base`; refused before any request when it is
+        not on the site, or when `urljoin` would repair it (a tab, a line break, a `\\`)."""
+        url = href  # what a refusal names when `href` cannot even be joined
         try:
             url = join(base, href)
+            self.policy.admit(url)
         except RefusedUrlError as err:
-            raise self._refused(href, err, linked_from=linked_from, via=via) from None
-        self.check_link(url, linked_from=linked_from, via=via)
+            hint = "; add the host to allowed_hosts if it is legitimate" if err.allow_listable else ""
+            raise UntrustedUrlError(
+                self.dataset,
+                redact(linked_from),
+                f"its {via} {redact(url)} is refused: {err.reason}; nothing was fetched from it "
+                f"({self.policy.describe()}{hint})",
+            ) from None
         return url
-
-    def _refused(self, url: str, err: RefusedUrlError, *, linked_from: str, via: str) -> UntrustedUrlError:
-        hint = "; add the host to allowed_hosts if it is legitimate" if err.allow_listable else ""
-        return UntrustedUrlError(
-            self.dataset,
-            redact(linked_from),
-            f"its {via} {redact(url)} is refused: {err.reason}; nothing was fetched from it "
-            f"({self.policy.describe()}{hint})",
-        )
 
     def probe(self, url: str) -> str:
         """Ask for `url` under the same rules as a download (URL policy, redirects by hand, TLS,
         credentials to the site only, the page deadline) and read only the status and headers (a
         streamed GET: servers that refuse HEAD still answer); return the status line, or raise
         FeedError naming what failed."""
-        self._refuse_before_any_request(url)
         try:
             with _Deadline(self.config.page_deadline) as deadline:
                 response = self._get_following_redirects(url, deadline)
@@ -255,12 +231,12 @@ class FeedClient:
     def download(self, url: str, dest: Path, *, limit: int | None = None, what: str = "page") -> Download:
         """Stream `url` to `dest`, retrying transient failures; raise FeedError when it cannot."""
         limit = limit or self.config.max_page_bytes
-        self._refuse_before_any_request(url)
         attempt = 0
         while True:
             try:
                 result = self._download_once(url, dest, limit, what)
             except _TransientError as err:
+                dest.unlink(missing_ok=True)
                 self._consecutive_failures += 1
                 if attempt >= self.config.max_retries:
                     raise FeedError(
@@ -300,14 +276,9 @@ class FeedClient:
             self._consecutive_failures = 0
             return result
 
-    def _refuse_before_any_request(self, url: str) -> None:
-        try:
-            self.policy.admit(url)
-        except RefusedUrlError as err:
-            raise UntrustedUrlError(self.dataset, redact(url), f"refused before any request: {err.reason}") from None
-
     # -- one attempt ------------------------------------------------------------------------
     def _download_once(self, url: str, dest: Path, limit: int, what: str) -> Download:
+        """One attempt; whatever it raises, `download` removes `dest`."""
         budget = self.config.archive_deadline if what == "archive" else self.config.page_deadline
         with _Deadline(budget) as deadline:
             response = self._get_following_redirects(url, deadline)
@@ -324,7 +295,7 @@ class FeedClient:
         deadline: _Deadline,
     ) -> Download:
         ctype = response.headers.get("Content-Type", "")
-        declared = _content_length(response.headers.get("Content-Length"))
+        declared = _digits(response.headers.get("Content-Length"))
         encoded = response.headers.get("Content-Encoding", "identity").strip().lower() not in ("", "identity")
         # Content-Length counts the bytes on the wire; compare it with those, and cap what they
         # decompress to with the size limit (a small gzip body can inflate a thousandfold).
@@ -352,30 +323,21 @@ class FeedClient:
                     digest.update(chunk)
                     out.write(chunk)
         except (requests.exceptions.ChunkedEncodingError, requests.exceptions.ConnectionError) as err:
-            dest.unlink(missing_ok=True)
             if deadline.expired.is_set():
                 raise _TransientError(deadline.exceeded()) from err
             expected = f" of {declared:,} announced" if declared is not None else ""
             raise _TransientError(f"download cut short after {_wire(response, size):,} bytes{expected}") from err
         except requests.exceptions.Timeout as err:
-            dest.unlink(missing_ok=True)
             raise _TransientError(f"read timed out after {_wire(response, size):,} bytes") from err
         except requests.exceptions.ContentDecodingError as err:
-            dest.unlink(missing_ok=True)
             coding = printable(response.headers.get("Content-Encoding"), _SHOWN)
             raise _TransientError(f"the {coding} body cannot be decoded") from err
-        except BaseException:
-            dest.unlink(missing_ok=True)
-            raise
         if deadline.expired.is_set():
-            dest.unlink(missing_ok=True)
             raise _TransientError(deadline.exceeded())
         wire = _wire(response, size)
         if declared is not None and wire != declared:
-            dest.unlink(missing_ok=True)
             raise _TransientError(f"download cut short: {wire:,} of {declared:,} bytes")
         if size == 0:
-            dest.unlink(missing_ok=True)
             raise _TransientError("empty response body (0 bytes)")
         if what == "page":
             self._refuse_html(url, dest, ctype)
@@ -387,7 +349,7 @@ class FeedClient:
         for _ in range(self.config.max_redirects + 1):
             if deadline.expired.is_set() or deadline.remaining() <= 0:
                 raise _TransientError(deadline.exceeded("while following redirects"))
-            target = self._admit_hop(url, current, hop)
+            target = self._admit(url, current, hop)
             response = self._request(target, deadline)
             status = response.status_code
             if status in _REDIRECT_STATUS:
@@ -422,13 +384,15 @@ class FeedClient:
             raise error(self.dataset, redact(target.url), f"answered {reason}{hint}")
         raise FeedError(self.dataset, redact(url), f"more than {self.config.max_redirects} redirects")
 
-    def _admit_hop(self, first: str, current: str, hop: str) -> Admitted:
-        """The policy's verdict on the next URL to request: the form to send, and its credentials."""
+    def _admit(self, first: str, current: str, hop: str) -> Admitted:
+        """The policy's verdict on the next URL to request (`first`, or where `hop` led from it): the
+        form to send, and its credentials."""
         try:
             return self.policy.admit(current)
         except RefusedUrlError as err:
+            moved = f"{hop} to {redact(current)}, " if hop else ""
             raise UntrustedUrlError(
-                self.dataset, redact(first), f"{hop} to {redact(current)}, refused before any request: {err.reason}"
+                self.dataset, redact(first), f"{moved}refused before any request: {err.reason}"
             ) from None
 
     def _request(self, target: Admitted, deadline: _Deadline) -> requests.Response:
@@ -445,18 +409,16 @@ class FeedClient:
                 verify=self.config.verify,
                 auth=self.config.auth if target.credentials else None,
             )
-        except requests.exceptions.SSLError as err:
+        except (requests.exceptions.Timeout, requests.exceptions.ConnectionError) as err:  # SSLError too
             if deadline.expired.is_set():
                 raise _TransientError(deadline.exceeded("before the response's headers were complete")) from err
-            raise FeedError(
-                self.dataset,
-                redact(target.url),
-                f"TLS verification failed ({_first_line(err)}); the site chains to the FNMT root "
-                "CA, which some bundles lack: set ca_bundle in the connection extras",
-            ) from err
-        except (requests.exceptions.Timeout, requests.exceptions.ConnectionError) as err:
-            if deadline.expired.is_set():
-                raise _TransientError(deadline.exceeded("before the response's headers were complete")) from err
+            if isinstance(err, requests.exceptions.SSLError):
+                raise FeedError(
+                    self.dataset,
+                    redact(target.url),
+                    f"TLS verification failed ({_first_line(err)}); the site chains to the FNMT root "
+                    "CA, which some bundles lack: set ca_bundle in the connection extras",
+                ) from err
             kind = "timed out" if isinstance(err, requests.exceptions.Timeout) else "connection failed"
             raise _TransientError(f"{kind} ({_first_line(err)})") from err
         except requests.exceptions.RequestException as err:  # a URL requests cannot use
@@ -477,7 +439,6 @@ class FeedClient:
             if i >= 0:
                 j = lower.find(b"</title>", i)
                 title = head[i + 7 : j if j > 0 else i + 87].decode("utf-8", "replace").strip()[:80]
-            dest.unlink(missing_ok=True)
             # Maintenance pages come and go: worth a retry before failing.
             raise _TransientError(
                 f"served an HTML page instead of an Atom feed (title: '{printable(title, _SHOWN)}', "
@@ -647,10 +608,6 @@ def _digits(value: str | None) -> int | None:
     return int(value) if value and value.isascii() and value.isdigit() else None
 
 
-def _content_length(value: str | None) -> int | None:
-    return _digits(value)
-
-
 def _wire(response: requests.Response, decoded: int) -> int:
     """Bytes received on the wire (before any Content-Encoding is undone)."""
     tell = getattr(response.raw, "tell", None)
@@ -677,21 +634,18 @@ def _retry_after(value: str | None) -> float | None:
 def _first_line(err: BaseException) -> str:
     """The useful part of a requests/urllib3 error (their text nests three exceptions deep), made
     printable: it can quote what the server sent (a malformed status line, a header)."""
-    return printable(_useful_part(err), 160)
-
-
-def _useful_part(err: BaseException) -> str:
     text = str(err)
     errno = re.search(r"\[Errno -?\d+\] [^'\")]+", text)
     if errno:
-        return errno.group(0).strip()
-    if "timed out" in text.lower():
-        return "timed out"
-    if "certificate verify failed" in text:
+        useful = errno.group(0).strip()
+    elif "timed out" in text.lower():
+        useful = "timed out"
+    elif "certificate verify failed" in text:
         found = re.search(r"certificate verify failed: [^'\")]+", text)
-        return found.group(0) if found else "certificate verify failed"
-    first = text.splitlines()[0] if text else type(err).__name__
-    return first[:160]
+        useful = found.group(0) if found else "certificate verify failed"
+    else:
+        useful = (text.splitlines()[0] if text else type(err).__name__)[:160]
+    return printable(useful, 160)
 
 
 def client_config_from_extras(base_url: str | None, extras: dict[str, Any]) -> ClientConfig:
@@ -699,27 +653,16 @@ def client_config_from_extras(base_url: str | None, extras: dict[str, Any]) -> C
     kwargs: dict[str, Any] = {}
     if base_url:
         kwargs["base_url"] = base_url
-    floats = ("connect_timeout", "read_timeout", "backoff_base", "backoff_max", "page_deadline", "archive_deadline")
-    ints = (
-        "max_retries",
-        "max_consecutive_failures",
-        "max_page_bytes",
-        "max_archive_bytes",
-        "max_archive_inflated_bytes",
-        "max_compression_ratio",
-        "max_redirects",
-        "max_truncated_retries",
-    )
-    for keys, kind in ((floats, float), (ints, int)):
-        for key in keys:
-            if extras.get(key) in (None, ""):
-                continue
-            try:
-                kwargs[key] = kind(str(extras[key]).strip())
-            except ValueError:
-                raise ConfigError(
-                    f"connection extra {key} must be a{'n integer' if kind is int else ' number'}, got {extras[key]!r}"
-                ) from None
+    for option in fields(ClientConfig):  # every number of the config is an extra of the same name
+        key, kind = option.name, {"float": float, "int": int}.get(str(option.type))
+        if kind is None or extras.get(key) in (None, ""):
+            continue
+        try:
+            kwargs[key] = kind(str(extras[key]).strip())
+        except ValueError:
+            raise ConfigError(
+                f"connection extra {key} must be a{'n integer' if kind is int else ' number'}, got {extras[key]!r}"
+            ) from None
     if extras.get("ca_bundle"):
         kwargs["verify"] = str(extras["ca_bundle"])
     elif str(extras.get("verify", "true")).lower() in ("false", "0", "no"):

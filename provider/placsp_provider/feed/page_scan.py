@@ -1,11 +1,9 @@
 """Count what a landed page holds, independently of Spark: these counts are what Silver reconciles to.
 
-A streaming, hardened parser reads each page once with flat memory, handing to Python only the
-few elements it counts and freeing every child of the root once it has ended, record or not. A
-page that is not well-formed is still described: the parser's message (line, column) and the
-number of entry and tombstone start tags found by a byte scan, chunk by chunk, so nothing it holds
-can go unaccounted for. So is a page whose tree would be too large to hold (`MAX_NODES_PER_RECORD`,
-`MAX_NODES_PER_PAGE` in settings): "not well-formed for this pipeline", counted by the byte scan.
+A streaming, hardened parser reads each page once with flat memory (`_PageTree`). A page that is
+not well-formed, or whose tree would be too large to hold ("not well-formed for this pipeline"), is
+still described: the parser's message and the entry and tombstone start tags a byte scan finds,
+chunk by chunk, so nothing it holds can go unaccounted for.
 """
 
 from __future__ import annotations
@@ -15,6 +13,7 @@ import re
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
+from itertools import islice
 from pathlib import Path
 from typing import Any, cast
 
@@ -43,28 +42,24 @@ _ID_TAG = f"{{{ATOM_NS}}}id"
 _FEED_TAG = f"{{{ATOM_NS}}}feed"
 _RECORD_TAGS = (ENTRY_TAG, DELETED_ENTRY_TAG)
 
-# Every regex here runs on untrusted bytes, so each is linear in its input (issue 31's audit):
-# Start tags only (`<entry>`, `<entry xml:lang=..>`, `<atom:entry>`), never `</entry>` or `<entryX`.
-# Linear: only a `<` starts an attempt, which reads the name after it once (`[\w.-]` holds no `<`,
-# and what follows the name is one fixed word).
+# Every regex here runs on untrusted bytes, so each is linear in its input (issue 31's audit).
+# Start tags only (`<entry>`, `<entry xml:lang=..>`, `<atom:entry>`), never `</entry>` or `<entryX`:
+# only a `<` starts an attempt, which reads the name after it once (`[\w.-]` holds no `<`).
 ENTRY_START = re.compile(rb"<(?:[A-Za-z_][\w.-]*+:)?entry[\s>/]")
 TOMBSTONE_START = re.compile(rb"<(?:[A-Za-z_][\w.-]*+:)?deleted-entry[\s>/]")
-# Header links are read by bytes when the page cannot be parsed; both attribute orders occur.
-# `[^>]*` runs to the first `>`: searched only up to the header's last `>` (`header_links`), every
-# attempt that gets that far succeeds and the search resumes after it, so no byte is read twice.
-# (Searched to the end, `<link<link<link...` with no `>` re-read the rest once per `<link`.)
+# Header links of a page that cannot be parsed; both attribute orders occur. `[^>]*` runs to the
+# first `>`: searched only up to the header's last `>` (`header_links`), every attempt that gets that
+# far succeeds and the search resumes after it, so no byte is read twice.
 _LINK_BYTES = re.compile(rb"<(?:[\w.-]++:)?link\b([^>]*)/?>")
-# An attempt starts at the first byte of a word only (`(?<!\w)`), and no quantifier can give back
-# what it took: linear. (Without the look-behind, one 1 MB word in a link tag cost 10^12 steps.)
-# The look-behind and the possessive forms change no match: a shorter word or value is followed by
-# a byte that cannot continue the pattern.
+# An attempt starts at the first byte of a word only (`(?<!\w)`: without it a long word is re-read
+# from each of its bytes), and no quantifier can give back what it took. Neither changes a match: a
+# shorter word or value is followed by a byte that cannot continue the pattern.
 _ATTR = re.compile(rb"""(?<!\w)(\w++)\s*+=\s*+["']([^"']*+)["']""")
 
-# The byte scan reads a page this many bytes at a time, whatever its size...
+# The byte scan reads a page this many bytes at a time, and keeps only the first `HEADER_BYTES` to
+# read the header links from (real headers take a few hundred bytes; a first record past them reads
+# as a page without records: links from its first 64 KiB).
 BYTE_SCAN_CHUNK = 1 << 20
-# ... and keeps only this many first bytes to read the header links from (`header_links`: the links
-# before the first record). Real headers take a few hundred bytes; if the first record started
-# later, the page is read as one without records: links from its first 64 KiB.
 HEADER_BYTES = 1 << 20
 # The longest tail after the last `<` of a chunk that can still become a start tag without a long
 # `prefix:` name: `<` + a prefix + `:deleted-entry` stays within it for prefixes up to 49 bytes.
@@ -98,12 +93,10 @@ class PageScan:
         return self.entries + self.tombstones
 
     def newest(self) -> datetime | None:
-        stamps = [t for t in (self.max_updated, self.max_deleted) if t is not None]
-        return max(stamps) if stamps else None
+        return max((t for t in (self.max_updated, self.max_deleted) if t is not None), default=None)
 
     def oldest(self) -> datetime | None:
-        stamps = [t for t in (self.min_updated, self.min_deleted) if t is not None]
-        return min(stamps) if stamps else None
+        return min((t for t in (self.min_updated, self.min_deleted) if t is not None), default=None)
 
     def to_json(self) -> dict[str, Any]:
         out = asdict(self)
@@ -114,10 +107,8 @@ class PageScan:
 
 
 class TreeTooLargeError(etree.XMLSyntaxError):
-    """A page whose tree would be too large to hold (settings `MAX_NODES_PER_RECORD`,
-    `MAX_NODES_PER_PAGE`): not well-formed for this pipeline. An `XMLSyntaxError`, so every caller
-    that falls back on a page that does not parse (the byte scan here, the Silver parser's record
-    split in bronze/completeness) does so for this one too.
+    """A page whose tree would be too large to hold: not well-formed for this pipeline. An
+    `XMLSyntaxError`, so every caller that falls back on a page that does not parse does so here too.
     """
 
     def __init__(self, where: str, reason: str) -> None:
@@ -129,10 +120,8 @@ class TreeTooLargeError(etree.XMLSyntaxError):
 def scan_page(path: Path) -> PageScan:
     """Scan a page file; never raises on bad content, describes it instead.
 
-    A page in UTF-16/32 is counted as lxml reads it, and by the byte scan after transcoding to
-    UTF-8: the same records the Silver parser (which transcodes the same way) will find. A page
-    over a size limit is described as not well-formed for this pipeline, the limit named (the
-    caller names the dataset and the page: the file scanned may be a download's temporary one).
+    A page in UTF-16/32 is counted by the byte scan after transcoding to UTF-8, as the Silver parser
+    transcodes it. The message names no dataset or page: the file may be a download's temporary one.
     """
     refusal = dtd_refusal_file(path)
     if refusal is not None:
@@ -148,52 +137,36 @@ def scan_page(path: Path) -> PageScan:
 
 
 def _stream(path: Path, scan: PageScan) -> None:
-    # Records are read among the root's children that have ended, after each chunk (`_PageTree`):
-    # libxml2 still parses (and checks) every byte, but no other element becomes a Python object
-    # except the root's `<link>` children, looked at before they are freed. A record's time and the
-    # root's tag are read once the element is complete.
-    # Only direct children of the root are counted: an entry nested in another element, or a link
-    # inside an entry, is never taken as the feed's own.
-    # Blank text between elements is never kept (`remove_blank_text`): most of a page's text nodes are
-    # indentation, so it saves instructions (decision 0003). It cannot change a result: elements and
-    # attributes are untouched, and the only text read, an entry's `<updated>`, is stripped before
-    # it is parsed. libxml2 drops whitespace-only text only when markup follows it: before a CDATA
-    # section or a comment the stamp is the same once stripped; before a child element (or PI) the
-    # text read was blank already and stays a bad time stamp (test_updated_text_around_blanks).
+    # Only the records (direct children of the root: an entry nested deeper, or a link inside an
+    # entry, is never the feed's own) and the root's `<link>` children become Python objects.
+    # Blank text is never kept (`remove_blank_text`, decision 0003): it cannot change a result, as
+    # the only text read, an entry's `<updated>`, is stripped before it is parsed. libxml2 drops
+    # whitespace-only text only when markup follows it: before a CDATA section or a comment the
+    # stamp is the same once stripped; before a child element (or PI) the text read was blank
+    # already and stays a bad time stamp (test_updated_text_around_blanks).
     tree = _PageTree(path, remove_blank_text=True, before_freeing=lambda root: _note_links(scan, root))
-    min_updated: datetime | None = None
-    max_updated: datetime | None = None
-    min_deleted: datetime | None = None
-    max_deleted: datetime | None = None
     for elem in tree.records():
         if elem.tag == ENTRY_TAG:
             scan.entries += 1
             updated = next(elem.iterchildren(_UPDATED_TAG), None)  # as findtext, without ElementPath
             stamp = _stamp(scan, None if updated is None else updated.text)
             if stamp is not None:
-                if min_updated is None or stamp < min_updated:
-                    min_updated = stamp
-                if max_updated is None or stamp > max_updated:
-                    max_updated = stamp
+                scan.min_updated, scan.max_updated = _widen(scan.min_updated, scan.max_updated, stamp)
         else:
             scan.tombstones += 1
             stamp = _stamp(scan, elem.get("when"))
             if stamp is not None:
-                if min_deleted is None or stamp < min_deleted:
-                    min_deleted = stamp
-                if max_deleted is None or stamp > max_deleted:
-                    max_deleted = stamp
+                scan.min_deleted, scan.max_deleted = _widen(scan.min_deleted, scan.max_deleted, stamp)
     scan.is_feed = tree.root.tag == _FEED_TAG
-    scan.min_updated, scan.max_updated = min_updated, max_updated
-    scan.min_deleted, scan.max_deleted = min_deleted, max_deleted
+
+
+def _widen(low: datetime | None, high: datetime | None, stamp: datetime) -> tuple[datetime, datetime]:
+    return (stamp if low is None else min(low, stamp), stamp if high is None else max(high, stamp))
 
 
 def _note_links(scan: PageScan, root: Any) -> None:
-    """`rel -> href` of the root's `<link>` children, in document order (a later one wins).
-
-    Called before each batch of the root's children is freed, so every child is looked at, the
-    last one (still open, or the next batch's first) maybe twice in a row: the same result.
-    """
+    """`rel -> href` of the root's `<link>` children, in document order (a later one wins); called
+    before each batch of them is freed (the last one maybe twice in a row: the same result)."""
     for child in root.iterchildren(_LINK_TAG):
         rel, href = child.get("rel"), child.get("href")
         if rel and href:
@@ -413,9 +386,7 @@ class _PageTree:
 
     def _check_each(self, root: Any, done: int) -> None:
         """Which of the first `done` children is over the limit (their nodes together are)."""
-        for index, child in enumerate(root.iterchildren()):
-            if index >= done:
-                break
+        for child in islice(root.iterchildren(), done):
             if isinstance(child.tag, str) and _nodes_of(child) > settings.MAX_NODES_PER_RECORD:
                 self._too_large("MAX_NODES_PER_RECORD", settings.MAX_NODES_PER_RECORD, _IN_A_CHILD)
 
@@ -466,14 +437,10 @@ def _time_or_none(text: str | None) -> datetime | None:
 
 def _stamp(scan: PageScan, text: str | None) -> datetime | None:
     """The record's time stamp, or None (counted in `bad_timestamps`) when missing or not RFC 3339."""
-    if not text:
+    stamp = _time_or_none(text)
+    if stamp is None:
         scan.bad_timestamps += 1
-        return None
-    try:
-        return parse_rfc3339(text)
-    except ValueError:
-        scan.bad_timestamps += 1
-        return None
+    return stamp
 
 
 def _syntax_message(err: etree.XMLSyntaxError) -> str:
@@ -491,9 +458,7 @@ def count_start_tags(data: bytes) -> tuple[int, int]:
 
 def header_links(data: bytes) -> dict[str, str]:
     """`rel -> href` of the `<link>` elements before the first record, read as bytes."""
-    first = ENTRY_START.search(data)
-    first_tomb = TOMBSTONE_START.search(data)
-    ends = [m.start() for m in (first, first_tomb) if m is not None]
+    ends = [m.start() for m in (ENTRY_START.search(data), TOMBSTONE_START.search(data)) if m is not None]
     header = data[: min(ends)] if ends else data[:65536]
     links: dict[str, str] = {}
     for match in _LINK_BYTES.finditer(header, 0, header.rfind(b">") + 1):  # see _LINK_BYTES
@@ -504,12 +469,10 @@ def header_links(data: bytes) -> dict[str, str]:
 
 
 def _byte_scan(path: Path, message: str, chunk_size: int | None = None) -> PageScan:
-    """Count entry and tombstone start tags by bytes, reading `chunk_size` (by default
-    `BYTE_SCAN_CHUNK`) bytes at a time.
+    """Count entry and tombstone start tags by bytes, `chunk_size` (`BYTE_SCAN_CHUNK`) at a time.
 
-    Memory is bounded by the chunk, the header (`HEADER_BYTES`) and a tail of at most
-    `_SHORT_TAIL` bytes, whatever the page size. Every start tag is counted exactly once, also when
-    a chunk boundary splits it: see `_split_tail`.
+    Memory is bounded by the chunk, the header (`HEADER_BYTES`) and a short tail, whatever the page
+    size. Every start tag is counted exactly once, also when a chunk boundary splits it (`_split_tail`).
     """
     chunk_size = BYTE_SCAN_CHUNK if chunk_size is None else chunk_size
     if chunk_size < 1:

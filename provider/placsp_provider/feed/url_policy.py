@@ -98,14 +98,15 @@ def without_userinfo(url: str) -> tuple[str, tuple[str, str] | None]:
     return urlunsplit(parts._replace(netloc=hostport)), (unquote(user), unquote(password))
 
 
-def sent_form(url: str) -> tuple[str, Origin]:
+def sent_form(url: str, schemes: str = "http and https") -> tuple[str, Origin]:
     """`url` exactly as requests will send it, and the origin urllib3 will connect to.
 
-    Raises RefusedUrlError for any authority trick, or when the parsers disagree on the origin."""
+    Raises RefusedUrlError for any authority trick, or when the parsers disagree on the origin
+    (`schemes`: the ones the refusal of another scheme names)."""
     _refuse_unsafe_characters(url)
     scheme = _scheme(url)
     if scheme not in _DEFAULT_PORTS:
-        raise RefusedUrlError(f"scheme {printable(scheme, _SHOWN)!r} is never fetched (only http and https)")
+        raise RefusedUrlError(f"scheme {printable(scheme, _SHOWN)!r} is never fetched (only {schemes})")
     _refuse_authority_tricks(_authority(url))
     sent = _prepared(url)
     if _prepared(sent) != sent:
@@ -157,12 +158,8 @@ def _authority(url: str) -> str:
     _scheme, sep, rest = url.partition("://")
     if not sep:
         raise RefusedUrlError("it is not an absolute URL with a host and a valid port")
-    end = len(rest)
-    for stop in "/?#":
-        at = rest.find(stop)
-        if 0 <= at < end:
-            end = at
-    return rest[:end]
+    ends = [at for at in map(rest.find, "/?#") if at >= 0]
+    return rest[: min(ends, default=len(rest))]
 
 
 def _refuse_authority_tricks(authority: str) -> None:
@@ -244,17 +241,13 @@ class UrlPolicy:
             extra.update((host, default_port) for host in PLACSP_HOSTS)
         for entry in allowed_hosts:
             host, _, port = entry.strip().lower().rpartition(":") if ":" in entry else (entry.strip().lower(), "", "")
-            extra.add((host.strip("[]"), int(port)) if port else (host.strip("[]"), default_port))
+            extra.add((host.strip("[]"), int(port) if port else default_port))
         return cls(base, frozenset(extra))
 
     def admit(self, url: str) -> Admitted:
         """`url` in the form that is sent, where it connects and whether it gets the credentials;
         RefusedUrlError (before any request) when it may not be fetched."""
-        _refuse_unsafe_characters(url)
-        scheme = _scheme(url)
-        if scheme not in _DEFAULT_PORTS:
-            raise RefusedUrlError(f"scheme {printable(scheme, _SHOWN)!r} is never fetched (only {self.base.scheme})")
-        sent, target = sent_form(url)
+        sent, target = sent_form(url, self.base.scheme)
         if target.scheme != self.base.scheme:
             raise RefusedUrlError(f"its scheme {target.scheme} differs from the configured site's ({self.base.scheme})")
         on_site = (target.host, target.port) == (self.base.host, self.base.port)

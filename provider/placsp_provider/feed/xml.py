@@ -30,12 +30,9 @@ def ends_with_feed_end(data: bytes) -> bool:
     """Whether the last `FEED_END_WINDOW` bytes of `data` hold a root end tag (`</feed>`,
     `</prefix:feed>`) followed only by whitespace, comments (`<!--...-->`) and PIs (`<?...?>`).
 
-    The verdicts are exactly those of the regex this replaces, `</(prefix:)?feed\\s*>` then
-    `(?:\\s|<!--.*?-->|<\\?.*?\\?>)*\\Z` (DOTALL) searched in the window, on every input: a comment
-    or PI may also reach past its first closer to a later one, as that regex let it. The regex
-    backtracked exponentially (`</feed>` + 40 `<!---->` + one stray byte never finished: each
-    comment could end at any later `-->`); this decides the same in one pass from the end of the
-    window (`_blank_from`), at most a few thousand steps.
+    The verdicts are those of `</(prefix:)?feed\\s*>(?:\\s|<!--.*?-->|<\\?.*?\\?>)*\\Z` (DOTALL)
+    searched in the window, on every input, decided in one pass (`_blank_from`) instead of that regex's exponential
+    backtracking (issue 31: `</feed>` + 40 `<!---->` + one stray byte never finished).
     """
     window = data[-FEED_END_WINDOW:]
     ends = [found.end() for found in _FEED_END_TAG.finditer(window)]
@@ -88,8 +85,7 @@ PARSER_OPTIONS: dict[str, Any] = {
 
 def make_parser(**overrides: Any) -> etree.XMLParser:
     """An `lxml` parser with the hardened options; `recover` is never on (errors must surface)."""
-    opts = {**PARSER_OPTIONS, **overrides}
-    return etree.XMLParser(**opts)
+    return etree.XMLParser(**{**PARSER_OPTIONS, **overrides})
 
 
 def iterparse(source: IO[bytes] | str, **kwargs: Any) -> Any:
@@ -102,16 +98,15 @@ FEED_CHUNK = 1 << 15
 
 
 def tree_over_limits(data: bytes, max_nodes: int, max_namespaces: int) -> str | None:
-    """`"nodes"` when the document `data` holds more than `max_nodes` nodes (elements, attributes,
-    processing instructions), `"namespaces"` when it holds more than `max_namespaces` namespace
-    declarations, else None; decided without building much more than that of its tree.
+    """`"nodes"` when the document `data` (ASCII-compatible) holds more than `max_nodes` nodes
+    (elements, attributes, processing instructions), `"namespaces"` when it holds more than
+    `max_namespaces` namespace declarations, else None; decided without building much more than
+    that of its tree.
 
-    `data` must be in an ASCII-compatible encoding (the Silver parser transcodes wide ones first).
     No node takes fewer than 4 bytes (`<a/>`, ` a=""`), and each declaration holds `xmlns`: a
-    document of at most `4 * max_nodes` bytes with few enough `xmlns` is decided at once. Any
-    other is parsed by the hardened parser a chunk at a time, counting, until it is over a limit or
-    complete. One that is not well-formed before a limit is reached gives None: the parse proper
-    reports its error.
+    document of at most `4 * max_nodes` bytes with few enough `xmlns` is decided at once; any other
+    is parsed a chunk at a time, counting.
+    One that is not well-formed before a limit gives None: the parse proper reports its error.
     """
     if len(data) <= 4 * max_nodes and data.count(b"xmlns") <= max_namespaces:
         return None
@@ -150,13 +145,11 @@ class AttributeFlood:
     and namespace declarations than `limit`.
 
     libxml2 waits for a start tag's `>` (up to 10 MB of it) and then builds all its attributes at
-    once: 10 MB of `a=""` is a million attributes, ~350 MB, before any count can run. Each of them
-    holds a `=`, and no `<` can stand inside a tag, so a tag has at most as many as the `=` between
-    its `<` and the next `<`. `over` is fed a document's bytes (ASCII-compatible: UTF-8 for a wide
-    page) in order and says when some stretch without `<` holds more than `limit` `=`: a tag with
-    that many attributes, or (never in a real page) text with that many `=`. Cheap: only the bytes
-    before a chunk's first `<` and after its last one are counted, but for a chunk longer than the
-    limit with that many `=` in it (a whole record in Silver, never a chunk of the scan).
+    once: 10 MB of `a=""` is a million attributes, ~350 MB, before any count can run. Each holds a
+    `=`, and no `<` stands inside a tag, so `over`, fed a document's bytes in order (ASCII-compatible:
+    UTF-8 for a wide page), says when some stretch without `<` holds more than `limit` `=`. Cheap:
+    only the bytes before a chunk's first `<` and after its last one are counted, but for a chunk
+    longer than the limit with that many `=` in it (a whole record in Silver, never a scan chunk).
     """
 
     def __init__(self, limit: int) -> None:

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from airflow.sdk import BaseHook
 
-from placsp_provider.datasets import LIVE_BASE_URL
+from placsp_provider.datasets import LIVE_BASE_URL, live_datasets
+from placsp_provider.errors import PlacspError
 from placsp_provider.feed.client import ClientConfig, FeedClient, client_config_from_extras, redact
 from placsp_provider.settings import CONN_ID_DEFAULT
 
@@ -33,8 +35,6 @@ class PlacspHook(BaseHook):
         base_url = _base_url(conn.host, conn.schema)
         config = client_config_from_extras(base_url, conn.extra_dejson or {})
         if conn.login:
-            from dataclasses import replace
-
             config = replace(config, auth=(conn.login, conn.password or ""))
         return config
 
@@ -45,9 +45,6 @@ class PlacspHook(BaseHook):
     def test_connection(self) -> tuple[bool, str]:
         """The UI's Test button: the first live dataset's head feed is asked for (status and headers
         only) with the connection's TLS settings, credentials and URL rules. Never raises."""
-        from placsp_provider.datasets import live_datasets
-        from placsp_provider.errors import PlacspError
-
         dataset = live_datasets()[0]
         try:
             config = self.client_config()
@@ -64,5 +61,4 @@ def _base_url(host: str | None, schema: str | None) -> str:
     if "://" in host:
         return host
     # A URI-style connection (placsp://host/path) splits the URL; put it back together.
-    scheme = "https"
-    return f"{scheme}://{host}" + (f"/{schema}" if schema else "")
+    return f"https://{host}" + (f"/{schema}" if schema else "")

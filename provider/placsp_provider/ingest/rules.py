@@ -74,8 +74,8 @@ def is_eligible(held: Version | None, incoming: Version) -> bool:
 
 
 def greatest_per_key(rows: list[dict[str, Any]], key: Iterable[str], order: Iterable[str]) -> list[int]:
-    """Indexes of the row with the greatest `order` for each `key`, in first-seen order of the keys:
-    the in-batch pick both writers make (Spark by a window, delta-rs here)."""
+    """Indexes of the row with the greatest `order` for each `key` (no order: the first), in batch
+    order: the in-batch pick both writers make (Spark by a window, delta-rs here)."""
     key, order = tuple(key), tuple(order)
     best: dict[tuple[Any, ...], int] = {}
     for index, row in enumerate(rows):

@@ -88,10 +88,8 @@ def read_page(spark_path: str, *, dataset: Dataset, lake: str) -> bytes:
 
 # -- ingest: pages -> rows staged as Parquet, tallies back to the driver ---------------------------
 # Each worker writes the rows it parses to Parquet files of its own, one per page and table, in the
-# run's staging folder, and sends back only a page's tally. Sending the rows themselves through
-# Spark (Arrow into the JVM, then its in-memory cache) cost the JVM 2 CPU s and the workers 0.6 per
-# 20 pages (471 MB) of a 2-core machine's ~12, the largest part of the ingest's per-page cost that
-# was not the parse (decision 0024); the MERGEs read the staged files instead.
+# run's staging folder, and sends back only a page's tally: rows sent through Spark (Arrow into the
+# JVM, then its cache) were the largest per-page cost besides the parse (decision 0024).
 TALLY = pa.schema(
     [
         pa.field("source_file", pa.string(), nullable=False),

@@ -124,13 +124,12 @@ def tally_files(by_file: list[Any], pages: list[LandedPage], lake: Path) -> dict
             tally.rows[kind] += n
         if kind == "file_stats":
             tally.repeated_versions += row["repeated_versions"]
-        if kind == "dead_letters":
-            tally.dead_letters[row["stage"], row["error_type"]] += n
-        if kind == "entries":
+        elif kind == "entries":
             tally.valid_entries += n
         elif kind == "tombstones":
             tally.valid_tombstones += n
         elif kind == "dead_letters":
+            tally.dead_letters[row["stage"], row["error_type"]] += n
             if row["record_kind"] == "entry":
                 tally.dead_entries += n
             elif row["record_kind"] == "tombstone":
@@ -138,9 +137,9 @@ def tally_files(by_file: list[Any], pages: list[LandedPage], lake: Path) -> dict
             else:
                 tally.page_errors.extend([row["error_type"]] * n)
     seen = {r["source_file"] for r in by_file}  # a set: backfills ingest thousands of files
-    missing = [f for f in tallies if f not in seen]
-    for f in missing:  # nothing at all was read of it: quarantined by the count check
-        log.warning("the parse produced nothing for %s", f)
+    for f in tallies:
+        if f not in seen:  # nothing at all was read of it: quarantined by the count check
+            log.warning("the parse produced nothing for %s", f)
     return tallies
 
 

@@ -1,10 +1,9 @@
 """Lineage of a completeness check: the month's archive in, the recovered Bronze pages out.
 
-Inputs: the dataset's feed (`https://<host>` + `/sindicacion/sindicacion_<id>`, as the extraction
-names it) carrying `dataQualityAssertions` with one assertion `completeness`: expected = the entries
-and tombstones the archive published for the month, actual = those Bronze held before the check,
-`success` when they are equal; and the archive itself (same namespace, its path). Outputs: the
-recovered pages and the recovery manifest (as the extraction reports its pages), and the report.
+Inputs: the dataset's feed, named as the extraction names it, with one `dataQualityAssertions`
+assertion `completeness` (expected: the entries and tombstones the archive published for the month;
+actual: those Bronze held before the check), and the archive itself. Outputs: the recovered pages and
+the recovery manifest (as the extraction reports them), and the report.
 """
 
 from __future__ import annotations
@@ -14,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
+from placsp_provider.lineage.extract import connection_base_url
 from placsp_provider.lineage.guard import never_fails
 
 if TYPE_CHECKING:
@@ -74,18 +74,9 @@ def completeness_lineage(*, dataset: str, base_url: str | None, summary: Mapping
 
 def on_start(op: PlacspCompletenessOperator) -> OperatorLineage:
     return never_fails(
-        "completeness", lambda: completeness_lineage(dataset=op.dataset, base_url=_base_url(op), summary=None)
+        "completeness", lambda: completeness_lineage(dataset=op.dataset, base_url=connection_base_url(op), summary=None)
     )
 
 
 def on_complete(op: PlacspCompletenessOperator, summary: Mapping[str, Any] | None) -> OperatorLineage:
     return never_fails("completeness", lambda: completeness_lineage(dataset=op.dataset, base_url=None, summary=summary))
-
-
-def _base_url(op: PlacspCompletenessOperator) -> str | None:
-    from placsp_provider.hooks.placsp import PlacspHook
-
-    try:
-        return PlacspHook(op.placsp_conn_id).client_config().base_url
-    except Exception:  # no connection: the feed input is left out rather than guessed
-        return None

@@ -7,10 +7,11 @@ with types spelled as the OpenLineage Spark listener spells Spark's (`long`, `ti
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING
 
-from placsp_provider.lineage.naming import DatasetName
+from placsp_provider.lineage.naming import DatasetName, lake_table
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -54,17 +55,32 @@ def output_dataset(
     )
 
 
+def lake_input(
+    lake: str | Path, table: str, input_facets: Mapping[str, InputDatasetFacet] | None = None
+) -> InputDataset:
+    """A lake table read, with its `schema`."""
+    schema = {"schema": table_schema_facet(table)}
+    return input_dataset(lake_table(lake, table), facets=schema, input_facets=input_facets)
+
+
+def lake_output(lake: str | Path, table: str, *, rows: int | None = None, files: int | None = None) -> OutputDataset:
+    """A lake table written, with its `schema` (and `outputStatistics` with `rows` or `files`)."""
+    schema = {"schema": table_schema_facet(table)}
+    return output_dataset(lake_table(lake, table), rows=rows, files=files, facets=schema)
+
+
+def number_text(value: float) -> str:
+    """A number as the data-quality facets' `expected` and `actual` strings: `3`, not `3.0`."""
+    return str(int(value)) if float(value).is_integer() else f"{value:g}"
+
+
 def table_schema_facet(table: str) -> SchemaDatasetFacet:
     """`schema` of a lake table, from its explicit Arrow schema (nested fields included)."""
     from openlineage.client.generated.schema_dataset import SchemaDatasetFacet
 
     from placsp_provider.ingest.tables import table_schema
 
-    return SchemaDatasetFacet(fields=schema_fields(table_schema(table)))
-
-
-def schema_fields(fields: Iterable[pa.Field]) -> list[SchemaDatasetFacetFields]:
-    return [_field(f.name, f.type) for f in fields]
+    return SchemaDatasetFacet(fields=[_field(f.name, f.type) for f in table_schema(table)])
 
 
 def _field(name: str, arrow_type: pa.DataType) -> SchemaDatasetFacetFields:

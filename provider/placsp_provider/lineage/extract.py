@@ -1,10 +1,9 @@
 """Lineage of an extraction: the PLACSP feed in, the Bronze pages and the manifest out.
 
-Each page is its own output, named as Spark names it when the Silver job reads it (`file` + absolute
-path), so the graph runs feed -> extract -> page -> silver. Its `outputStatistics` are the records it
-holds (entries + tombstones, counted at extraction) and its bytes. The manifest is an output too: the
-Silver task reads it. A run that lands more than `MAX_PAGE_DATASETS` pages (an archive backfill)
-reports the pages folder as one dataset with the totals instead, to keep events small.
+Each page is its own output, named as Spark names it when the Silver job reads it, so the graph runs
+feed -> extract -> page -> silver; the manifest is an output too (the Silver task reads it). A run
+that lands more than `MAX_PAGE_DATASETS` pages (an archive backfill) reports the pages folder as one
+dataset with the totals instead, to keep events small.
 """
 
 from __future__ import annotations
@@ -21,6 +20,7 @@ if TYPE_CHECKING:
     from openlineage.client.event_v2 import OutputDataset
 
     from placsp_provider.bronze.manifest import Manifest
+    from placsp_provider.operators.completeness import PlacspCompletenessOperator
     from placsp_provider.operators.extract import PlacspExtractOperator
 
 MAX_PAGE_DATASETS = 1000
@@ -73,7 +73,10 @@ def bronze_outputs(lake: str | Path, manifest: Manifest, manifest_file: Path) ->
 # -- the operator's three events --------------------------------------------------------------
 def on_start(op: PlacspExtractOperator) -> OperatorLineage:
     return never_fails(
-        "extract", lambda: extract_lineage(dataset=op.dataset, base_url=_base_url(op), lake=_lake(op), manifest=None)
+        "extract",
+        lambda: extract_lineage(
+            dataset=op.dataset, base_url=connection_base_url(op), lake=resolve_lake(op.lake), manifest=None
+        ),
     )
 
 
@@ -84,8 +87,8 @@ def on_complete(op: PlacspExtractOperator, result: Mapping[str, Any] | None) -> 
         manifest = Path(result["manifest"]) if result and result.get("manifest") else None
         lake = result.get("lake") if result else None
         # The manifest records the base URL it was extracted from: no connection lookup then.
-        base_url = None if manifest is not None and manifest.is_file() else _base_url(op)
-        return extract_lineage(dataset=op.dataset, base_url=base_url, lake=lake or _lake(op), manifest=manifest)
+        base = None if manifest is not None and manifest.is_file() else connection_base_url(op)
+        return extract_lineage(dataset=op.dataset, base_url=base, lake=lake or resolve_lake(op.lake), manifest=manifest)
 
     return never_fails("extract", build)
 
@@ -95,16 +98,11 @@ def on_failure(op: PlacspExtractOperator) -> OperatorLineage:
     return on_start(op)
 
 
-def _base_url(op: PlacspExtractOperator) -> str | None:
-    """The connection's base URL; the manifest's, when there is one, wins (see extract_lineage)."""
+def connection_base_url(op: PlacspExtractOperator | PlacspCompletenessOperator) -> str | None:
+    """The base URL of the operator's PLACSP connection (a manifest's own, when there is one, wins)."""
     from placsp_provider.hooks.placsp import PlacspHook
 
     try:
         return PlacspHook(op.placsp_conn_id).client_config().base_url
     except Exception:  # no connection: the feed input is left out rather than guessed
         return None
-
-
-def _lake(op: PlacspExtractOperator) -> Path:
-
-    return resolve_lake(op.lake)

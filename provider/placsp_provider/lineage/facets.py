@@ -1,10 +1,8 @@
 """`placsp_deadLetters`: the custom run facet with the dead letters of a run, by stage and error type.
 
-A catalogue shows it on the run of the task that produced (Silver), judged (the threshold sensor)
-or replayed the dead letters. Its JSON Schema is `DEAD_LETTERS_FACET_SCHEMA` below (a copy is
-`schemas/openlineage/placsp/PlacspDeadLettersRunFacet.json`, kept equal by a test). The project has no
-public host for it, so `_schemaURL` is a URN rather than a URL nobody serves; OpenLineage consumers
-(Marquez, OpenMetadata, DataHub) store custom facets without fetching their schema.
+Its fields and why `_schemaURL` is a URN: docs/lineage.md ("Facet reference"). Its JSON Schema is
+`DEAD_LETTERS_FACET_SCHEMA` below (a copy is `schemas/openlineage/placsp/PlacspDeadLettersRunFacet.json`,
+kept equal by a test).
 
 This module imports OpenLineage at module level on purpose (the facet must be a real attrs class): it
 is only ever imported from inside the operators' `get_openlineage_facets_*` methods, never by a DAG

@@ -23,17 +23,12 @@ def maintenance_lineage(
         from airflow.providers.openlineage.extractors import OperatorLineage
 
         from placsp_provider.lake import resolve_lake
-        from placsp_provider.lineage.datasets import input_dataset, output_dataset, table_schema_facet
-        from placsp_provider.lineage.naming import lake_table
+        from placsp_provider.lineage.datasets import lake_input, lake_output
 
         root = resolve_lake(lake)
-        schema = {t: {"schema": table_schema_facet(t)} for t in tables}
         return OperatorLineage(
-            inputs=[input_dataset(lake_table(root, t), facets=schema[t]) for t in tables],  # type: ignore[arg-type]
-            outputs=[
-                output_dataset(lake_table(root, t), files=_files_written(done, t), facets=schema[t])  # type: ignore[arg-type]
-                for t in tables
-            ],
+            inputs=[lake_input(root, t) for t in tables],  # type: ignore[arg-type]
+            outputs=[lake_output(root, t, files=_files_written(done, t)) for t in tables],  # type: ignore[arg-type]
         )
 
     return never_fails("maintenance", build)

@@ -4,12 +4,8 @@ Both sides must name a dataset identically or a catalogue shows two nodes where 
 Spark listener (openlineage-spark 1.53, measured with spark-submit on local disk) names a local file
 or a Delta table by namespace `file` and the absolute path, without a trailing slash:
 `file` + `/srv/lake/silver/entries`. The lake must be a POSIX path (docs/architecture.md), and the
-Silver operator hands Spark the resolved lake path, so names here resolve symlinks as well.
-
-The PLACSP feed is named after its URL (there is no OpenLineage convention for plain HTTP sources):
-namespace `<scheme>://<host>[:<port>]`, name the dataset's syndication folder, which holds the head
-feed, every older page and the archives: `/sindicacion/sindicacion_643`. User info and query strings
-never enter a name.
+Silver operator hands Spark the resolved lake path, so names here resolve symlinks as well. The PLACSP
+feed is named after its URL (`placsp_feed`: OpenLineage has no convention for plain HTTP sources).
 
 Pure Python: no Airflow, no OpenLineage, no Spark.
 """
@@ -25,15 +21,12 @@ from placsp_provider.lake import table_path
 FILE_NAMESPACE = "file"
 
 
-@dataclass(frozen=True, order=True)
+@dataclass(frozen=True)
 class DatasetName:
     """An OpenLineage dataset identity: (namespace, name)."""
 
     namespace: str
     name: str
-
-    def __str__(self) -> str:
-        return f"{self.namespace}:{self.name}" if self.namespace == FILE_NAMESPACE else f"{self.namespace}{self.name}"
 
 
 def local_path(path: str | Path) -> DatasetName:
@@ -53,7 +46,8 @@ def bronze_file(lake: str | Path, relative: str) -> DatasetName:
 
 
 def placsp_feed(base_url: str, folder: str) -> DatasetName:
-    """A PLACSP dataset's feed: `https://<host>` + `<base path>/<folder>` (e.g. `sindicacion_643`)."""
+    """A PLACSP dataset's feed: `<scheme>://<host>[:<port>]` + `<base path>/<folder>` (e.g. `sindicacion_643`),
+    which holds the head feed, every older page and the archives; never user info or a query string."""
     parts = urlsplit(base_url)
     if not parts.scheme or not parts.hostname:
         raise ValueError(f"the PLACSP base URL must be absolute (scheme and host); got {base_url!r}")

@@ -1,18 +1,9 @@
 """Lineage of a data-contract check: each checked table in, with its assertions; quality_results out.
 
-Inputs: every checked lake table (named as the Silver job's Spark events name it, with its `schema`)
-and, once the check ran:
-
-- `dataQualityAssertions`: one assertion per rule of that table: `assertion` its classification
-  (`not_null` for nullValues/missingValues, `unique` for duplicateValues, `row_count` for rowCount and
-  the volume check, `accepted_values` for invalidValues, `custom_sql` for sql rules, `schema` for the
-  contract-vs-table schema rule), `name` the rule id, `column` (none: the whole table), `success`,
-  `severity`, `expected` and `actual` as strings, `content` the query run;
-- `dataQualityMetrics`: the rows of the dataset's partition, and the null count of every column a
-  null rule measured (over the rows it checked).
-
-Output: `quality_results` with the rows appended. On FAIL the same facets go out (the failing
-assertions are why the task failed).
+Each checked lake table (with its `schema`) carries, once the check ran, `dataQualityAssertions` (one
+per rule, classified by `CLASSIFICATION`) and `dataQualityMetrics` (the partition's rows, the null
+counts a null rule measured): docs/data-quality.md ("Lineage"). On FAIL the same facets go out: the
+failing assertions are why the task failed.
 """
 
 from __future__ import annotations
@@ -21,6 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from placsp_provider.lineage.datasets import number_text
 from placsp_provider.lineage.guard import never_fails
 
 if TYPE_CHECKING:
@@ -50,9 +42,9 @@ def classification(result: RuleResult) -> str:
 def quality_lineage(*, lake: str | Path, tables: Sequence[str], check: DatasetCheck | None = None) -> OperatorLineage:
     from airflow.providers.openlineage.extractors import OperatorLineage
 
-    from placsp_provider.lineage.datasets import input_dataset, output_dataset, table_schema_facet
-    from placsp_provider.lineage.naming import lake_table, local_path
-    from placsp_provider.quality.results import table_path
+    from placsp_provider.lake import quality_results_path
+    from placsp_provider.lineage.datasets import lake_input, output_dataset
+    from placsp_provider.lineage.naming import local_path
 
     inputs = []
     for table in tables:
@@ -61,12 +53,8 @@ def quality_lineage(*, lake: str | Path, tables: Sequence[str], check: DatasetCh
             results = [r for r in check.report.results if r.table == table]
             input_facets["dataQualityAssertions"] = assertions_facet(results)
             input_facets["dataQualityMetrics"] = metrics_facet(results, check.report.rows.get(table))
-        inputs.append(
-            input_dataset(
-                lake_table(lake, table), facets={"schema": table_schema_facet(table)}, input_facets=input_facets
-            )
-        )
-    outputs = [output_dataset(local_path(table_path(lake)), rows=check.recorded if check else None)]
+        inputs.append(lake_input(lake, table, input_facets))
+    outputs = [output_dataset(local_path(quality_results_path(Path(lake))), rows=check.recorded if check else None)]
     return OperatorLineage(inputs=inputs, outputs=outputs)  # type: ignore[arg-type]
 
 
@@ -83,7 +71,7 @@ def assertions_facet(results: Sequence[RuleResult]) -> InputDatasetFacet:
                 name=r.rule_id,
                 description=r.description or r.message,
                 expected=r.expected,
-                actual="n/a" if r.actual is None else _text(r.actual),
+                actual="n/a" if r.actual is None else number_text(r.actual),
                 content=r.content,
                 contentType="sql" if r.kind in ("library", "sql") else "text",
                 params={"scope": r.scope, "dimension": r.dimension, "rows_checked": r.rows_checked},
@@ -104,19 +92,14 @@ def metrics_facet(results: Sequence[RuleResult], rows: int | None) -> InputDatas
     return dqm.DataQualityMetricsInputDatasetFacet(rowCount=rows, columnMetrics=columns)
 
 
-def _text(value: float) -> str:
-    return str(int(value)) if float(value).is_integer() else f"{value:g}"
-
-
 def on_event(op: DataContractCheckOperator, check: DatasetCheck | None) -> OperatorLineage:
     """START (no check yet), COMPLETE or FAIL (what the check concluded, if it got that far)."""
-    return never_fails("data contract check", lambda: _lineage(op, check))
 
+    def build() -> OperatorLineage:
+        from placsp_provider.lake import resolve_lake
+        from placsp_provider.quality.contract import CONTRACT_TABLES
 
-def _lineage(op: DataContractCheckOperator, check: DatasetCheck | None) -> OperatorLineage:
-    from placsp_provider.lake import resolve_lake
-    from placsp_provider.quality.contract import CONTRACT_TABLES
+        tables = check.report.request.tables if check else tuple(op.tables or CONTRACT_TABLES)
+        return quality_lineage(lake=resolve_lake(op.lake), tables=tables, check=check)
 
-    lake = resolve_lake(op.lake)
-    tables = check.report.request.tables if check else tuple(op.tables or CONTRACT_TABLES)
-    return quality_lineage(lake=lake, tables=tables, check=check)
+    return never_fails("data contract check", build)

@@ -1,26 +1,17 @@
 """Lineage of a dead-letter replay: dead letters in, Silver rows and dead-letter status changes out.
 
-For the replay operator to call from its `get_openlineage_facets_on_*` (through `never_fails`), with
-the counts its job reports. Names and facets are the Silver task's, so a replayed row's table is
-the same node as the one the daily ingest writes:
-
-- input: the dead-letter table with `inputStatistics.rowCount` = dead letters the run read for replay
-  (and any extra inputs, e.g. corrected records from a file, as `DatasetName`s);
-- outputs: each lake table the replay wrote, with `schema` and `outputStatistics.rowCount`; the
-  dead-letter table itself when the run updated rows' status (`replayed`, `fixed`, ...);
-- run facet `placsp_deadLetters` with scope `replay`: the dead letters replayed, by stage and error type.
+Names and facets are the Silver task's, so a replayed row's table is the same node as the one the
+daily ingest writes; run facet `placsp_deadLetters` with scope `replay` (docs/lineage.md).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from airflow.providers.openlineage.extractors import OperatorLineage
-
-    from placsp_provider.lineage.naming import DatasetName
 
 
 def replay_lineage(
@@ -32,7 +23,6 @@ def replay_lineage(
     dead_letters_updated: int | None = None,
     by_stage: Mapping[str, int] | None = None,
     by_error_type: Mapping[str, int] | None = None,
-    extra_inputs: Iterable[DatasetName] = (),
 ) -> OperatorLineage:
     """Counts left as None are unknown (e.g. on START); tables absent from `rows_written` are not outputs.
 
@@ -46,30 +36,18 @@ def replay_lineage(
     from openlineage.client.generated.input_statistics_input_dataset import InputStatisticsInputDatasetFacet
 
     from placsp_provider.lake import DEAD_LETTER_TABLE, LAKE_TABLES
-    from placsp_provider.lineage.datasets import input_dataset, output_dataset, table_schema_facet
+    from placsp_provider.lineage.datasets import lake_input, lake_output
     from placsp_provider.lineage.facets import FACET_KEY, dead_letters_facet
-    from placsp_provider.lineage.naming import lake_table
 
     stats = {"inputStatistics": InputStatisticsInputDatasetFacet(rowCount=selected)} if selected is not None else {}
-    inputs = [
-        input_dataset(
-            lake_table(lake, DEAD_LETTER_TABLE),
-            facets={"schema": table_schema_facet(DEAD_LETTER_TABLE)},
-            input_facets=stats,
-        ),
-        *(input_dataset(name) for name in extra_inputs),
-    ]
+    dead_letters = lake_input(lake, DEAD_LETTER_TABLE, stats)
     written = dict(rows_written or {})
     unknown = sorted(set(written) - set(LAKE_TABLES))
     if unknown:
         raise ValueError(f"rows_written names unknown tables {unknown}; the tables are {', '.join(LAKE_TABLES)}")
     if dead_letters_updated is not None:
         written[DEAD_LETTER_TABLE] = written.get(DEAD_LETTER_TABLE, 0) + dead_letters_updated
-    outputs = [
-        output_dataset(lake_table(lake, t), rows=written[t], facets={"schema": table_schema_facet(t)})
-        for t in LAKE_TABLES
-        if t in written
-    ]
+    outputs = [lake_output(lake, t, rows=written[t]) for t in LAKE_TABLES if t in written]
     run_facets = {}
     if by_stage is not None or by_error_type is not None:
         run_facets[FACET_KEY] = dead_letters_facet(
@@ -79,4 +57,4 @@ def replay_lineage(
             by_stage=by_stage or {},
             by_error_type=by_error_type or {},
         )
-    return OperatorLineage(inputs=inputs, outputs=outputs, run_facets=run_facets)  # type: ignore[arg-type]
+    return OperatorLineage(inputs=[dead_letters], outputs=outputs, run_facets=run_facets)  # type: ignore[arg-type]

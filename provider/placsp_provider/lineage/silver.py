@@ -1,11 +1,8 @@
 """Lineage of a Silver ingest: Bronze pages and manifests in, the lake's Delta tables out.
 
-Outputs are the five Silver tables, the dead-letter table and the reconciliation table, named as the
-OpenLineage Spark listener names them (`file` + the table's absolute path), each with its `schema`.
-Once the run summary exists, each output carries `outputStatistics.rowCount`: rows the run's MERGEs
-inserted or updated (for `entries` also the rows a tombstone marked deleted), new dead letters, one
-reconciliation row per ingested file. The `placsp_deadLetters` run facet carries the dead letters the
-run produced by stage and error type (docs/dead-letters.md: "Write semantics").
+Outputs are every lake table, named as the OpenLineage Spark listener names them, with `schema`;
+once the run summary exists, `outputStatistics.rowCount` (`rows_written`) and the `placsp_deadLetters`
+run facet with the dead letters the run produced (docs/lineage.md: "What each task reports").
 
 Spark's own events for the same job (the listener, see `lineage.spark`) see the MERGEs but not
 through the parse step, so the Bronze -> Silver edge comes from here.
@@ -71,14 +68,10 @@ def bronze_inputs(lake: str | Path, manifests: Iterable[Path]) -> list[InputData
 
 def lake_outputs(lake: str | Path, summary: Mapping[str, Any] | None) -> list[OutputDataset]:
     from placsp_provider.lake import LAKE_TABLES
-    from placsp_provider.lineage.datasets import output_dataset, table_schema_facet
-    from placsp_provider.lineage.naming import lake_table
+    from placsp_provider.lineage.datasets import lake_output
 
     rows = rows_written(summary) if summary else {}
-    return [
-        output_dataset(lake_table(lake, t), rows=rows.get(t), facets={"schema": table_schema_facet(t)})
-        for t in LAKE_TABLES
-    ]
+    return [lake_output(lake, t, rows=rows.get(t)) for t in LAKE_TABLES]
 
 
 def rows_written(summary: Mapping[str, Any]) -> dict[str, int]:
@@ -117,11 +110,7 @@ def on_start(op: PlacspSilverOperator) -> OperatorLineage:
 
 def on_complete(op: PlacspSilverOperator, result: Mapping[str, Any] | None, run_id: str | None) -> OperatorLineage:
     """`result` is what `execute` returned; without it, the run summary file of `run_id` is read."""
-
-    def build() -> OperatorLineage:
-        return _lineage(op, result or _summary_file(op, run_id))
-
-    return never_fails("Silver", build)
+    return never_fails("Silver", lambda: _lineage(op, result or _summary_file(op, run_id)))
 
 
 def on_failure(op: PlacspSilverOperator, run_id: str | None) -> OperatorLineage:
@@ -134,7 +123,7 @@ def _lineage(op: PlacspSilverOperator, summary: Mapping[str, Any] | None) -> Ope
     from placsp_provider.datasets import get_dataset
 
     ds = get_dataset(op.dataset)
-    lake = _lake(op)
+    lake = resolve_lake(op.lake)
     return silver_lineage(dataset=ds.key, lake=lake, manifests=_manifests(op, lake, ds.key), summary=summary)
 
 
@@ -153,10 +142,5 @@ def _summary_file(op: PlacspSilverOperator, run_id: str | None) -> dict[str, Any
 
     if not run_id:
         return None
-    path = run_summary_path(_lake(op), get_dataset(op.dataset).key, run_id)
+    path = run_summary_path(resolve_lake(op.lake), get_dataset(op.dataset).key, run_id)
     return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
-
-
-def _lake(op: PlacspSilverOperator) -> Path:
-
-    return resolve_lake(op.lake)

@@ -1,36 +1,15 @@
 """The spark-submit `--conf` that makes a Spark job's own OpenLineage events join the Airflow task's.
 
-`with_spark_lineage(conf, context)` adds to a job's conf:
-
-- `spark.extraListeners`: the OpenLineage Spark listener (its jar is one of the pinned `--jars`,
-  spark/jars.py), appended to listeners the conf already names;
-- `spark.openlineage.namespace`: Airflow's OpenLineage namespace, so Spark's jobs sit next to the tasks;
-- `spark.openlineage.appName` when given: the Spark job's name (`placsp_silver_<dataset>`);
-- `spark.openlineage.facets.dataSource.disabled`: that facet is invalid for local paths (below);
-- `spark.openlineage.dataset.removePath.pattern`: the run's folder taken out of the staged rows'
-  dataset names (`_staging/<dataset>/<run folder>/<table>` -> `_staging/<dataset>/<table>`);
-- parent job information from the OpenLineage provider's own
-  `inject_parent_job_information_into_spark_properties`: `parentJobNamespace/parentJobName/parentRunId`
-  name the Airflow task run, `rootParent*` its DAG run. Spark's application event gets a `parent`
-  facet naming the task run; its per-query events name the application run as parent and the DAG
-  run as root;
-- the transport, mirroring Airflow's: for `http` (and `composite` with http members) the provider's
-  `inject_transport_information_into_spark_properties` (same URL, endpoint, auth, timeout), with the
-  API key passed bare (the provider's `Bearer <key>` would reach the server as `Bearer Bearer <key>`). The
-  provider skips every other kind, so `file` is handled here: Spark's `file` transport writes to a
-  file of its own next to Airflow's (`events.jsonl` -> `events.spark.jsonl`), because two processes
-  appending long lines to one file could interleave them. `console` stays `console`. Any other
-  transport (Kafka, a remote file, ...): no listener at all, rather than events printed into the
-  task log by the listener's default console transport; set `spark.openlineage.transport.*` in the
-  operator's `conf` to choose one, and the listener is added with it.
+`with_spark_lineage(conf, context)` adds the OpenLineage Spark listener (its jar is one of the pinned
+`--jars`, spark/jars.py), Airflow's namespace, the job's name, the parent and root runs (the Airflow
+task run, its DAG run) and a transport mirroring Airflow's: every key and why in docs/lineage.md
+("How Spark's events link to the Airflow task"). The apache-spark provider's own
+`openlineage_inject_*` switches add no listener and mirror no file transport.
 
 Keys the conf already has win. Nothing is added when OpenLineage is disabled or its emission policy
-skips the task (Spark events would name a parent run that was never emitted). Every failure logs a
-warning and leaves the conf as it was: lineage never fails the job.
-
-The SparkSubmitOperator's own `openlineage_inject_parent_job_info` / `openlineage_inject_transport_info`
-(apache-spark provider 6.3.4) call the same two provider functions, but add no listener and no file
-transport; with parent keys present (as here) they leave the conf alone.
+skips the task (Spark events would name a parent run that was never emitted), nor for a transport
+Spark cannot mirror (the listener's default console transport would print events into the task log).
+Every failure logs a warning and leaves the conf as it was: lineage never fails the job.
 """
 
 from __future__ import annotations
@@ -147,7 +126,8 @@ def mirror_transport(transport: Any, context: Context) -> dict[str, str] | None:
 
 
 def spark_events_file(airflow_events_file: str) -> str:
-    """Where Spark's file transport writes: Airflow's file name with `.spark` before its suffix."""
+    """Where Spark's file transport writes: Airflow's file name with `.spark` before its suffix (two
+    processes appending long lines to one file could interleave them)."""
     path = PurePath(airflow_events_file)
     return str(path.with_name(f"{path.stem}.spark{path.suffix}"))
 
@@ -161,9 +141,8 @@ def _task_emits(context: Context) -> bool:
 
 
 def _unbearer(props: Mapping[str, Any]) -> dict[str, Any]:
-    """The provider (2.20.3) passes `auth.apiKey` as `Bearer <key>` (openlineage-python's `get_bearer()`),
-    and the Spark listener's `api_key` provider prefixes `Bearer ` itself: measured against a loopback
-    HTTP server, Spark then sends `Authorization: Bearer Bearer <key>`. Pass the bare key."""
+    """The provider (2.20.3) passes `auth.apiKey` as `Bearer <key>`, and the Spark listener prefixes
+    `Bearer ` itself (`Authorization: Bearer Bearer <key>`, docs/lineage.md): pass the bare key."""
     return {
         k: v.removeprefix("Bearer ") if k.endswith("auth.apiKey") and isinstance(v, str) else v
         for k, v in props.items()

@@ -8,6 +8,8 @@ from typing import Any
 from airflow.providers.standard.operators.hitl import ApprovalOperator
 from airflow.sdk import Context
 
+from placsp_provider.operators.replay import _boolean
+
 
 class ReplayApprovalOperator(ApprovalOperator):
     """Airflow's `ApprovalOperator` (human in the loop), its body the dry run's summary.
@@ -43,8 +45,6 @@ class ReplayApprovalOperator(ApprovalOperator):
         self.skip_approval = skip_approval
 
     def execute(self, context: Context) -> Any:
-        from placsp_provider.operators.replay import _boolean
-
         summary = context["ti"].xcom_pull(task_ids=self.dry_run_task_id)
         self.body = approval_body(summary)
         self.log.info("dry run:\n%s", self.body)

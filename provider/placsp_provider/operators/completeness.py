@@ -8,7 +8,10 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseOperator, Context
 
+from placsp_provider.datasets import get_dataset
+from placsp_provider.errors import PlacspError
 from placsp_provider.lake import resolve_lake
+from placsp_provider.lineage import completeness
 from placsp_provider.settings import CONN_ID_DEFAULT
 
 if TYPE_CHECKING:
@@ -55,8 +58,6 @@ class PlacspCompletenessOperator(BaseOperator):
 
     def execute(self, context: Context) -> dict[str, Any]:
         from placsp_provider.bronze.completeness import CompletenessRequest, check_month, parse_month
-        from placsp_provider.datasets import get_dataset
-        from placsp_provider.errors import PlacspError
         from placsp_provider.hooks.placsp import PlacspHook
 
         ds = get_dataset(self.dataset)
@@ -96,18 +97,12 @@ class PlacspCompletenessOperator(BaseOperator):
 
     # -- OpenLineage (docs/lineage.md): the archive in, recovered Bronze pages out, an assertion -----
     def get_openlineage_facets_on_start(self) -> OperatorLineage:
-        from placsp_provider.lineage import completeness
-
         return completeness.on_start(self)
 
     def get_openlineage_facets_on_complete(self, task_instance: Any) -> OperatorLineage:
-        from placsp_provider.lineage import completeness
-
         return completeness.on_complete(self, self._summary)
 
     def get_openlineage_facets_on_failure(self, task_instance: Any) -> OperatorLineage:
-        from placsp_provider.lineage import completeness
-
         return completeness.on_start(self)
 
 

@@ -8,8 +8,13 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseOperator, Context
 
-from placsp_provider.lake import resolve_lake
-from placsp_provider.settings import CONN_ID_DEFAULT
+from placsp_provider import settings
+from placsp_provider.datasets import get_dataset
+from placsp_provider.errors import PlacspError
+from placsp_provider.lake import manifest_path, resolve_lake
+from placsp_provider.lineage import extract
+from placsp_provider.settings import CONN_ID_DEFAULT, DEFAULT_STOP_AFTER_OLD_PAGES
+from placsp_provider.untrusted import printable
 
 if TYPE_CHECKING:
     from airflow.providers.openlineage.extractors import OperatorLineage
@@ -48,7 +53,7 @@ class PlacspExtractOperator(BaseOperator):
         since: str | None = None,
         until: str | None = None,
         source: str = "auto",
-        stop_after_old_pages: int = 2,
+        stop_after_old_pages: int = DEFAULT_STOP_AFTER_OLD_PAGES,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -64,13 +69,8 @@ class PlacspExtractOperator(BaseOperator):
         self._summary: dict[str, Any] | None = None  # what execute returned, for the lineage events
 
     def execute(self, context: Context) -> dict[str, Any]:
-        from placsp_provider import settings
         from placsp_provider.bronze.extract import ExtractRequest, extract_interval
-        from placsp_provider.datasets import get_dataset
-        from placsp_provider.errors import PlacspError
         from placsp_provider.hooks.placsp import PlacspHook
-        from placsp_provider.lake import manifest_path
-        from placsp_provider.untrusted import printable
 
         ds = get_dataset(self.dataset)
         start: datetime | None = context.get("data_interval_start")
@@ -114,18 +114,12 @@ class PlacspExtractOperator(BaseOperator):
 
     # -- OpenLineage (docs/lineage.md): the feed in, the Bronze pages and the manifest out ----------
     def get_openlineage_facets_on_start(self) -> OperatorLineage:
-        from placsp_provider.lineage import extract
-
         return extract.on_start(self)
 
     def get_openlineage_facets_on_complete(self, task_instance: Any) -> OperatorLineage:
-        from placsp_provider.lineage import extract
-
         return extract.on_complete(self, self._summary)
 
     def get_openlineage_facets_on_failure(self, task_instance: Any) -> OperatorLineage:
-        from placsp_provider.lineage import extract
-
         return extract.on_failure(self)
 
     def _overlap(self, default: timedelta) -> timedelta:

@@ -11,13 +11,11 @@ from typing import TYPE_CHECKING, Any
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import Context
 
+from placsp_provider.lake import LAKE_TABLES, maintenance_summary_path, resolve_lake
+from placsp_provider.lineage.maintenance import maintenance_lineage
 from placsp_provider.operators.links import SparkUILink
-from placsp_provider.operators.spark_submit import (
-    SPARK_CONN_DEFAULT,
-    default_application,
-    prepare_spark_submit,
-    spark_connection_or_local,
-)
+from placsp_provider.operators.spark_submit import SPARK_CONN_DEFAULT, default_application, submit
+from placsp_provider.run_policy import spark_pool_args
 
 if TYPE_CHECKING:
     from airflow.providers.openlineage.extractors import OperatorLineage
@@ -50,15 +48,11 @@ class PlacspMaintainOperator(SparkSubmitOperator):
         application: str | None = None,
         **kwargs: Any,
     ) -> None:
-        from placsp_provider.lake import LAKE_TABLES
-        from placsp_provider.run_policy import spark_pool_args
-
         unknown = sorted(set(tables or ()) - set(LAKE_TABLES))
         if unknown:
             raise ValueError(f"tables {unknown}: not lake tables; choose among {list(LAKE_TABLES)}")
-        kwargs.setdefault("name", "placsp-maintain")
-        for key, value in spark_pool_args().items():  # one spark-submit at a time, with the ingests
-            kwargs.setdefault(key, value)
+        # The pool, when set: one spark-submit at a time, with the ingests.
+        kwargs = {"name": "placsp-maintain", **spark_pool_args(), **kwargs}
         super().__init__(
             application=application or default_application("table_maintenance.py", "maintenance.py"),
             conn_id=conn_id,
@@ -70,18 +64,14 @@ class PlacspMaintainOperator(SparkSubmitOperator):
         self._done: dict[str, Any] | None = None
 
     def execute(self, context: Context) -> dict[str, Any]:  # type: ignore[override]
-        from placsp_provider.lake import maintenance_summary_path, resolve_lake
-
         lake = resolve_lake(self.lake)
         run_id = context["run_id"]
         self.application_args = ["--lake", str(lake), "--run-id", run_id]
         for table in self.tables:
             self.application_args += ["--table", table]
         with tempfile.TemporaryDirectory(prefix="placsp-pyfiles-") as tmp:
-            prepare_spark_submit(self, Path(tmp), context, app_name="placsp_maintain")
             self.log.info("lake %s: maintaining %d table(s) on Spark", lake, len(self.tables))
-            with spark_connection_or_local(self.spark_conn_id, self.log):
-                super().execute(context)
+            submit(self, Path(tmp), context, app_name="placsp_maintain")
         self._done = json.loads(maintenance_summary_path(lake, run_id).read_text())
         for table, did in self._done.items():
             self.log.info(
@@ -95,11 +85,7 @@ class PlacspMaintainOperator(SparkSubmitOperator):
         return self._done
 
     def get_openlineage_facets_on_start(self) -> OperatorLineage:
-        from placsp_provider.lineage.maintenance import maintenance_lineage
-
         return maintenance_lineage(self.lake, self.tables, None)
 
     def get_openlineage_facets_on_complete(self, task_instance: Any) -> OperatorLineage:
-        from placsp_provider.lineage.maintenance import maintenance_lineage
-
         return maintenance_lineage(self.lake, self.tables, self._done)

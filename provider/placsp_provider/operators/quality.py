@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -9,7 +10,13 @@ from typing import TYPE_CHECKING, Any
 from airflow.sdk import BaseOperator, Context
 from airflow.sdk.exceptions import AirflowFailException
 
+from placsp_provider.datasets import get_dataset
 from placsp_provider.errors import PlacspError
+from placsp_provider.lake import LAKE_TABLES, resolve_lake, run_summary_path, table_path
+from placsp_provider.lineage import quality as quality_lineage
+from placsp_provider.quality.contract import CONTRACT_TABLES, ContractError
+from placsp_provider.quality.run import check_dataset
+from placsp_provider.quality.volume import VolumeConfig
 
 if TYPE_CHECKING:
     from airflow.providers.openlineage.extractors import OperatorLineage
@@ -71,8 +78,6 @@ class DataContractCheckOperator(BaseOperator):
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        from placsp_provider.quality.volume import VolumeConfig
-
         # Not templated, so checked now (a bad value never reaches a run).
         self.volume_config = VolumeConfig(
             interval_width=volume_interval_width,
@@ -87,11 +92,6 @@ class DataContractCheckOperator(BaseOperator):
         self._check: DatasetCheck | None = None
 
     def execute(self, context: Context) -> dict[str, Any]:
-        from placsp_provider.datasets import get_dataset
-        from placsp_provider.lake import resolve_lake
-        from placsp_provider.quality.contract import CONTRACT_TABLES, ContractError
-        from placsp_provider.quality.run import check_dataset
-
         dataset = get_dataset(self.dataset).key
         lake = resolve_lake(self.lake)
         if nothing_to_check(lake, dataset, context["run_id"]):
@@ -153,20 +153,14 @@ class DataContractCheckOperator(BaseOperator):
 
     # -- OpenLineage: the checked tables in, with their assertions; quality_results out --------------
     def get_openlineage_facets_on_start(self) -> OperatorLineage:
-        from placsp_provider.lineage import quality
-
-        return quality.on_event(self, None)
+        return quality_lineage.on_event(self, None)
 
     def get_openlineage_facets_on_complete(self, task_instance: Any) -> OperatorLineage:
-        from placsp_provider.lineage import quality
-
-        return quality.on_event(self, self._check)
+        return quality_lineage.on_event(self, self._check)
 
     def get_openlineage_facets_on_failure(self, task_instance: Any) -> OperatorLineage:
-        from placsp_provider.lineage import quality
-
         # The failing assertions are why the task failed: they go on the FAIL event.
-        return quality.on_event(self, self._check)
+        return quality_lineage.on_event(self, self._check)
 
 
 def nothing_to_check(lake: Path, dataset: str, run_id: str) -> bool:
@@ -177,10 +171,6 @@ def nothing_to_check(lake: Path, dataset: str, run_id: str) -> bool:
     Silver task (which creates the tables) happened to run first. A lake path without this run's
     summary (a wrong path, a Silver task that did not run) is checked as usual, and fails.
     """
-    import json
-
-    from placsp_provider.lake import LAKE_TABLES, run_summary_path, table_path
-
     try:
         summary = json.loads(run_summary_path(lake, dataset, run_id).read_text())
     except (OSError, ValueError):

@@ -4,20 +4,26 @@ from __future__ import annotations
 
 import json
 import tempfile
+from collections import Counter
 from collections.abc import Sequence
+from datetime import date
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import Context
 
+from placsp_provider.datasets import get_dataset
+from placsp_provider.errors import ConfigError
 from placsp_provider.lake import resolve_lake
+from placsp_provider.lineage.guard import never_fails
+from placsp_provider.lineage.replay import replay_lineage
+from placsp_provider.lineage.silver import rows_written
 from placsp_provider.operators.links import LineageJobLink, SparkUILink
 from placsp_provider.operators.spark_submit import (
     SPARK_CONN_DEFAULT,
     default_application,
-    prepare_spark_submit,
-    spark_connection_or_local,
+    submit,
     with_spark_task_defaults,
 )
 from placsp_provider.settings import REPLAY_MAX_ATTEMPTS, REPLAY_MAX_RECORDS
@@ -133,7 +139,6 @@ class DeadLetterReplayOperator(SparkSubmitOperator):
             request_file, summary_file = Path(tmp) / "request.json", Path(tmp) / "summary.json"
             request_file.write_text(request.to_json())
             self.application_args = ["--request", str(request_file), "--summary-file", str(summary_file)]
-            prepare_spark_submit(self, Path(tmp), context, app_name=f"placsp_replay_{request.dataset}")
             self.log.info(
                 "dataset %s: replaying dead letters on Spark (run %s%s), filters %s",
                 request.dataset,
@@ -141,8 +146,7 @@ class DeadLetterReplayOperator(SparkSubmitOperator):
                 ", dry run" if request.dry_run else "",
                 json.dumps(request.filters()),
             )
-            with spark_connection_or_local(self.spark_conn_id, self.log):
-                super().execute(context)
+            submit(self, Path(tmp), context, app_name=f"placsp_replay_{request.dataset}")
             summary: dict[str, Any] = json.loads(summary_file.read_text())
         self.log.info("%s", describe(summary))
         self.log.info("replay summary:\n%s", json.dumps(summary, indent=2, sort_keys=True))
@@ -151,37 +155,31 @@ class DeadLetterReplayOperator(SparkSubmitOperator):
 
     # -- OpenLineage (docs/lineage.md): dead letters in; Silver rows and dead-letter statuses out ----
     def get_openlineage_facets_on_start(self) -> OperatorLineage:
-        from placsp_provider.lineage.guard import never_fails
-
-        return never_fails("replay", lambda: self._lineage(None))
+        return self._lineage(None)
 
     def get_openlineage_facets_on_complete(self, task_instance: Any) -> OperatorLineage:
-        from placsp_provider.lineage.guard import never_fails
-
-        return never_fails("replay", lambda: self._lineage(self._summary))
+        return self._lineage(self._summary)
 
     def get_openlineage_facets_on_failure(self, task_instance: Any) -> OperatorLineage:
-        from placsp_provider.lineage.guard import never_fails
-
-        return never_fails("replay", lambda: self._lineage(None))
+        return self._lineage(None)
 
     def _lineage(self, summary: dict[str, Any] | None) -> OperatorLineage:
-        from placsp_provider.datasets import get_dataset
-        from placsp_provider.lineage.replay import replay_lineage
+        def build() -> OperatorLineage:
+            lake = resolve_lake(self.lake)
+            dataset = get_dataset(str(self.dataset)).key
+            if summary is None:
+                return replay_lineage(lake=lake, dataset=dataset)
+            return replay_lineage(
+                lake=lake,
+                dataset=dataset,
+                selected=summary["selected"],
+                rows_written=replay_rows_written(summary),
+                dead_letters_updated=0 if summary["dry_run"] else summary["selected"],
+                by_stage=summary.get("by_stage") or {},
+                by_error_type={t: c["selected"] for t, c in summary["by_error_type"].items()},
+            )
 
-        lake = resolve_lake(self.lake)
-        dataset = get_dataset(str(self.dataset)).key
-        if summary is None:
-            return replay_lineage(lake=lake, dataset=dataset)
-        return replay_lineage(
-            lake=lake,
-            dataset=dataset,
-            selected=summary["selected"],
-            rows_written=replay_rows_written(summary),
-            dead_letters_updated=0 if summary["dry_run"] else summary["selected"],
-            by_stage=summary.get("by_stage") or {},
-            by_error_type={t: c["selected"] for t, c in summary["by_error_type"].items()},
-        )
+        return never_fails("replay", build)
 
 
 def _strings(value: Sequence[str] | str | None) -> tuple[str, ...]:
@@ -193,11 +191,7 @@ def _strings(value: Sequence[str] | str | None) -> tuple[str, ...]:
     return tuple(str(v).strip() for v in value if str(v).strip())
 
 
-def _day(value: Any, name: str, dataset: str) -> Any:
-    from datetime import date
-
-    from placsp_provider.errors import ConfigError
-
+def _day(value: Any, name: str, dataset: str) -> date | None:
     if not value:
         return None
     try:
@@ -214,15 +208,8 @@ def _boolean(value: bool | str) -> bool:
 
 def replay_rows_written(summary: dict[str, Any]) -> dict[str, int]:
     """Rows each lake table received from a replay: its record MERGE plus its file reprocessing."""
-    from placsp_provider.lineage.silver import rows_written
-
     silver = summary.get("silver") or {}
-    total: dict[str, int] = {}
-    parts = [
-        {"merge": silver.get("records") or {}},
-        {"merge": silver.get("files") or {}, "files": {"ingested": len(summary.get("files_reprocessed") or [])}},
-    ]
-    for part in parts:
-        for table, rows in rows_written(part).items():
-            total[table] = total.get(table, 0) + rows
+    files = {"ingested": len(summary.get("files_reprocessed") or [])}
+    total = Counter(rows_written({"merge": silver.get("records") or {}}))
+    total.update(rows_written({"merge": silver.get("files") or {}, "files": files}))
     return {t: n for t, n in total.items() if n}

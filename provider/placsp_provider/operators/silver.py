@@ -83,20 +83,23 @@ class PlacspSilverOperator(BaseOperator):
         self._summary: RunSummary | None = None  # what execute returned, for the lineage events
 
     def execute(self, context: Context) -> RunSummary:
+        from placsp_provider.bronze.manifest import Manifest
         from placsp_provider.datasets import get_dataset
         from placsp_provider.ingest.engines import choose_engine, needs_spark
         from placsp_provider.ingest.request import IngestRequest
         from placsp_provider.ingest.run import ingest
+        from placsp_provider.ingest.summary import empty_summary, finish
         from placsp_provider.lake import resolve_lake
 
         ds = get_dataset(self.dataset)
         lake = resolve_lake(self.lake)
         run_id = context["run_id"]
-        if str(self.manifest).strip() == "None" or (self.manifest and not _manifest_pages(Path(self.manifest))):
+        if str(self.manifest).strip() == "None" or (self.manifest and not Manifest.load(Path(self.manifest)).pages):
             # An upstream task returned no manifest (e.g. a completeness check that recovered nothing),
-            # or nothing landed for this interval: nothing to ingest, and no reason to start a JVM.
+            # or nothing landed for this interval: nothing to ingest, and no reason to start a JVM. The
+            # summary goes where the gate reads it: the task's own lake (an explicit `lake=` included).
             self.log.info("dataset %s: no pages to ingest (manifest %s)", ds.key, self.manifest)
-            self._summary = _nothing_to_do(ds.key, run_id, lake)
+            self._summary = finish(empty_summary(ds.key, run_id, 0, 0), lake)
             return self._summary
         request = IngestRequest(ds, lake, run_id, (Path(self.manifest),) if self.manifest else ())
         engine = choose_engine(request, self.engine)
@@ -145,17 +148,3 @@ class PlacspSilverOperator(BaseOperator):
         from placsp_provider.lineage import silver
 
         return silver.on_failure(self, getattr(task_instance, "run_id", None))
-
-
-def _manifest_pages(path: Path) -> int:
-    from placsp_provider.bronze.manifest import Manifest
-
-    return len(Manifest.load(path).pages)
-
-
-def _nothing_to_do(dataset: str, run_id: str, lake: Path) -> RunSummary:
-    """The summary of an ingest with nothing to do, written where the gate reads it: under the task's
-    own lake (an explicit `lake=` included)."""
-    from placsp_provider.ingest.summary import empty_summary, finish
-
-    return finish(empty_summary(dataset, run_id, 0, 0), lake)

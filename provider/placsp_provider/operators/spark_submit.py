@@ -19,16 +19,14 @@ from typing import Any
 
 SPARK_CONN_DEFAULT = "spark_default"
 LOCAL_MASTER = "local[*]"
+_PACKAGE = Path(__file__).resolve().parents[1]  # placsp_provider
 
 
 def default_application(script: str, job_module: str) -> str:
     """`include/spark/<script>` from a checkout (what the README and docker compose run), else the
     job module inside the installed package (`spark/<job_module>`), which has the same `main`."""
-    import placsp_provider
-
-    package = Path(placsp_provider.__file__).resolve().parent
-    checkout = package.parents[1] / "include" / "spark" / script
-    return str(checkout if checkout.is_file() else package / "spark" / job_module)
+    checkout = _PACKAGE.parents[1] / "include" / "spark" / script
+    return str(checkout if checkout.is_file() else _PACKAGE / "spark" / job_module)
 
 
 def with_spark_task_defaults(kwargs: dict[str, Any], lake: str | None) -> None:
@@ -66,14 +64,18 @@ def spark_submit_settings(
     }
 
 
-def prepare_spark_submit(operator: Any, workdir: Path, context: Any, *, app_name: str) -> None:
-    """`spark_submit_settings` set on a SparkSubmitOperator just before `execute` submits (what the
-    operator was given itself comes after the defaults)."""
+def submit(operator: Any, workdir: Path, context: Any, *, app_name: str) -> None:
+    """Run a SparkSubmitOperator's `execute` with `spark_submit_settings` (what the operator was given
+    itself comes after the defaults), on its connection `spark_conn_id` or on `local[*]`."""
+    from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+
     settings = spark_submit_settings(workdir, context, app_name=app_name, conf=operator.conf)
     operator.conf = settings["conf"]
     operator.jars = ",".join([settings["jars"], *([operator.jars] if operator.jars else [])])
     operator.env_vars = {**settings["env_vars"], **(operator.env_vars or {})}
     operator.py_files = settings["py_files"]
+    with spark_connection_or_local(operator.spark_conn_id, operator.log):
+        SparkSubmitOperator.execute(operator, context)
 
 
 @contextmanager
@@ -115,9 +117,6 @@ def spark_connection_or_local(conn_id: str, log: Any) -> Iterator[None]:
 
 def package_zip(folder: Path) -> str:
     """The provider package as a zip for --py-files: executors on a cluster import it from there."""
-    import placsp_provider
-
-    package = Path(placsp_provider.__file__).resolve().parent
     base = folder / "placsp_provider"
-    shutil.copytree(package, base / "placsp_provider", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(_PACKAGE, base / "placsp_provider", ignore=shutil.ignore_patterns("__pycache__"))
     return shutil.make_archive(str(base), "zip", root_dir=base)

@@ -15,11 +15,11 @@ Column lists and types are in `silver_schema`; positions are 0-based, in documen
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
-from typing import Any
+from typing import Any, TypeVar
 
 from lxml import etree
 
@@ -35,6 +35,7 @@ CAC_EXT_NS = "urn:dgpe:names:draft:codice-place-ext:schema:xsd:CommonAggregateCo
 
 Element = etree._Element
 Row = dict[str, Any]
+T = TypeVar("T")
 
 
 def _tags(namespace: str, *names: str) -> dict[str, str]:
@@ -216,34 +217,26 @@ class _Values:
     def __init__(self, problems: Problems) -> None:
         self.problems = problems
 
-    def amount(self, element: Element | None, label: str) -> tuple[Decimal | None, str | None]:
-        """(amount, currency); a present but unreadable amount is a problem, absent is None."""
+    def _read(self, element: Element | None, label: str, parse: Callable[[str | None], T], error_type: str) -> T | None:
+        """`parse` of the element's text; absent is None, unreadable is a problem (and None)."""
         if element is None:
-            return None, None
-        currency = _attr(element, "currencyID")
+            return None
         try:
-            return validation.parse_amount(element.text), currency
+            return parse(element.text)
         except ValueError as err:
-            self.problems.add(validation.INVALID_AMOUNT, f"{label}: {err}")
-            return None, currency
+            self.problems.add(error_type, f"{label}: {err}")
+            return None
+
+    def amount(self, element: Element | None, label: str) -> tuple[Decimal | None, str | None]:
+        """(amount, currency)."""
+        amount = self._read(element, label, validation.parse_amount, validation.INVALID_AMOUNT)
+        return amount, _attr(element, "currencyID")
 
     def integer(self, element: Element | None, label: str) -> int | None:
-        if element is None:
-            return None
-        try:
-            return validation.parse_integer(element.text)
-        except ValueError as err:
-            self.problems.add(validation.INVALID_INTEGER, f"{label}: {err}")
-            return None
+        return self._read(element, label, validation.parse_integer, validation.INVALID_INTEGER)
 
     def boolean(self, element: Element | None, label: str) -> bool | None:
-        if element is None:
-            return None
-        try:
-            return validation.parse_boolean(element.text)
-        except ValueError as err:
-            self.problems.add(validation.INVALID_BOOLEAN, f"{label}: {err}")
-            return None
+        return self._read(element, label, validation.parse_boolean, validation.INVALID_BOOLEAN)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -267,7 +260,7 @@ def extract_entry(entry: Element, *, dataset: Dataset, source_file: str, problem
     entry_id = atom.text(A["id"])
     folder_number = validation.check_entry_id(entry_id, dataset, problems)
     updated = validation.check_timestamp(atom.text(A["updated"]), problems, what="updated")
-    common: Row = {"dataset": dataset.key, "entry_id": entry_id, "entry_updated": updated}
+    common: Row = {"dataset": dataset.key, "entry_id": entry_id, "entry_updated": updated, "_source_file": source_file}
     folder = atom.kids(CAC_EXT["ContractFolderStatus"])
     tender_results = folder.all(CAC["TenderResult"])
 
@@ -288,20 +281,19 @@ def extract_entry(entry: Element, *, dataset: Dataset, source_file: str, problem
         "notices": _notices(folder),
     }
     lots = [
-        {**common, **_lot(lot, position, values), "_source_file": source_file}
+        {**common, **_lot(lot, position, values)}
         for position, lot in enumerate(folder.all(CAC["ProcurementProjectLot"]))
     ]
     _check_lot_ids(lots, problems)
     results = [
-        {**common, **result_row, "_source_file": source_file}
+        {**common, **result_row}
         for position, result in enumerate(tender_results)
         for result_row in _result_rows(result, position, values)
     ]
-    documents = [{**common, **document, "_source_file": source_file} for document in _documents(folder.element)]
+    documents = [{**common, **document} for document in _documents(folder.element)]
     row["lot_count"] = len(lots)
     row["result_count"] = len(tender_results)
     row["document_count"] = len(documents)
-    row["_source_file"] = source_file
     return EntryRows(entry=row, lots=lots, documents=documents, results=results)
 
 
@@ -368,7 +360,7 @@ def _parent_names(located: _Kids) -> list[str]:
     return names
 
 
-def _budget(project: _Kids, values: _Values, label: str) -> Row:
+def _budget(project: _Kids, values: _Values, label: str, currency_column: str) -> Row:
     budget = project.kids(CAC["BudgetAmount"])
     estimated, cur1 = values.amount(
         budget.first(CBC["EstimatedOverallContractAmount"]), f"{label}estimated_overall_amount"
@@ -380,42 +372,34 @@ def _budget(project: _Kids, values: _Values, label: str) -> Row:
         "total_amount": total,
         "tax_exclusive_amount": tax_exclusive,
         # One currency per budget: the first currencyID given (every sample amount is in EUR).
-        "currency": cur1 or cur2 or cur3,
+        currency_column: cur1 or cur2 or cur3,
     }
 
 
-def _cpv_codes(project: _Kids) -> list[str]:
-    return [
+def _codes(project: _Kids) -> Row:
+    """CPV and NUTS codes of a procurement project (the entry's or a lot's)."""
+    cpv = [
         code
         for classification in project.all(CAC["RequiredCommodityClassification"])
         for code in _Kids(classification).texts(CBC["ItemClassificationCode"])
     ]
-
-
-def _nuts_codes(project: _Kids) -> list[str]:
-    return [
+    nuts = [
         code
         for location in project.all(CAC["RealizedLocation"])
         for code in _Kids(location).texts(CBC["CountrySubentityCode"])
     ]
+    return {"cpv_codes": cpv, "nuts_code": nuts[0] if nuts else None, "nuts_codes": nuts}
 
 
 def _project(project: _Kids, values: _Values) -> Row:
-    budget = _budget(project, values, "")
-    nuts = _nuts_codes(project)
     period = project.kids(CAC["PlannedPeriod"])
     duration = period.first(CBC["DurationMeasure"])
     return {
         "project_name": project.text(CBC["Name"]),
         "project_type_code": project.text(CBC["TypeCode"]),
         "project_subtype_code": project.text(CBC["SubTypeCode"]),
-        "estimated_overall_amount": budget["estimated_overall_amount"],
-        "total_amount": budget["total_amount"],
-        "tax_exclusive_amount": budget["tax_exclusive_amount"],
-        "budget_currency": budget["currency"],
-        "cpv_codes": _cpv_codes(project),
-        "nuts_code": nuts[0] if nuts else None,
-        "nuts_codes": nuts,
+        **_budget(project, values, "", "budget_currency"),
+        **_codes(project),
         "location_name": project.kids(CAC["RealizedLocation"]).text(CBC["CountrySubentity"]),
         "planned_duration": _text(duration),
         "planned_duration_unit": _attr(duration, "unitCode"),
@@ -473,21 +457,14 @@ def _notices(folder: _Kids) -> list[Row]:
 def _lot(lot: Element, position: int, values: _Values) -> Row:
     lot_kids = _Kids(lot)
     project = lot_kids.kids(CAC["ProcurementProject"])
-    budget = _budget(project, values, f"lots[{position}].")
-    nuts = _nuts_codes(project)
     return {
         "lot_id": lot_kids.text(CBC["ID"]),
         "lot_position": position,
         "name": project.text(CBC["Name"]),
         "type_code": project.text(CBC["TypeCode"]),
         "subtype_code": project.text(CBC["SubTypeCode"]),
-        "estimated_overall_amount": budget["estimated_overall_amount"],
-        "total_amount": budget["total_amount"],
-        "tax_exclusive_amount": budget["tax_exclusive_amount"],
-        "currency": budget["currency"],
-        "cpv_codes": _cpv_codes(project),
-        "nuts_code": nuts[0] if nuts else None,
-        "nuts_codes": nuts,
+        **_budget(project, values, f"lots[{position}].", "currency"),
+        **_codes(project),
     }
 
 
@@ -541,11 +518,9 @@ def _result_rows(result: Element, position: int, values: _Values) -> list[Row]:
         "awarded_currency": cur1 or cur2,
     }
     winners = kids.all(CAC["WinningParty"])
-    if not winners:
-        return [{**shared, "winner_position": 0, "winner_count": 0, **_winner(_Kids(None))}]
     return [
         {**shared, "winner_position": i, "winner_count": len(winners), **_winner(_Kids(winner))}
-        for i, winner in enumerate(winners)
+        for i, winner in enumerate(_or_none(winners))
     ]
 
 
@@ -566,14 +541,6 @@ def _winner(winner: _Kids) -> Row:
     }
 
 
-def _document_kind(local_name: str) -> str:
-    known = _DOCUMENT_KINDS.get(local_name)
-    if known is not None:
-        return known
-    stem = local_name[: -len(_DOCUMENT_REFERENCE)] or local_name
-    return _CAMEL_BOUNDARY.sub("_", stem).lower()
-
-
 # The kind of each tag seen so far (None: not a document reference), so that the walk below costs one
 # dict lookup per element. Bounded: a page of made-up tags must not grow it without end.
 _KIND_OF_TAG: dict[Any, str | None] = {}
@@ -583,7 +550,9 @@ _KIND_OF_TAG_MAX = 4096
 def _reference_kind(tag: Any) -> str | None:
     if not (isinstance(tag, str) and tag.endswith(_DOCUMENT_REFERENCE)):
         return None
-    return _document_kind(tag.rsplit("}", 1)[-1])
+    local_name = tag.rsplit("}", 1)[-1]
+    stem = local_name[: -len(_DOCUMENT_REFERENCE)] or local_name
+    return _DOCUMENT_KINDS.get(local_name) or _CAMEL_BOUNDARY.sub("_", stem).lower()
 
 
 def _iter_document_references(folder: Element | None) -> Iterator[tuple[str, Element]]:
@@ -612,20 +581,21 @@ _REFERENCE_FIELDS = {
     CBC["IssueDate"]: "issue_date",
 }
 _EXTERNAL_FIELDS = {CBC["FileName"]: "file_name", CBC["URI"]: "uri", CBC["DocumentHash"]: "document_hash"}
+_NO_FIELDS: Row = dict.fromkeys([*_REFERENCE_FIELDS.values(), *_EXTERNAL_FIELDS.values()])
 _ATTACHMENT = CAC["Attachment"]
 _EXTERNAL_REFERENCE = CAC["ExternalReference"]
 
 
-def _first_elements(element: Element, fields: dict[str, str], found: dict[str, Element]) -> Element | None:
-    """Put the first child of each tag in `fields` into `found` (by field name); return the first
-    `cac:Attachment` child, if any."""
+def _first_texts(element: Element, fields: dict[str, str], found: Row) -> Element | None:
+    """Put the text of the first child of each tag in `fields` into `found` (by field name); return the
+    first `cac:Attachment` child, if any."""
     attachment = None
     for child in element:
         tag = child.tag
         name = fields.get(tag)
         if name is not None:
             if name not in found:
-                found[name] = child
+                found[name] = _text(child)
         elif tag == _ATTACHMENT and attachment is None:
             attachment = child
     return attachment
@@ -640,27 +610,17 @@ def _documents(folder: Element | None) -> list[Row]:
     rows = []
     positions: dict[str, int] = {}
     for kind, reference in _iter_document_references(folder):
-        found: dict[str, Element] = {}
-        attachment = _first_elements(reference, _REFERENCE_FIELDS, found)
+        found: Row = {}
+        attachment = _first_texts(reference, _REFERENCE_FIELDS, found)
         if attachment is not None:
             external = next(attachment.iterchildren(_EXTERNAL_REFERENCE), None)
             if external is not None:
-                _first_elements(external, _EXTERNAL_FIELDS, found)
-        position = positions.get(kind, 0)
-        row = {
-            "document_kind": kind,
-            "position": position,
-            "document_id": _text(found.get("document_id")),
-            "file_name": _text(found.get("file_name")),
-            "uri": _text(found.get("uri")),
-            "document_hash": _text(found.get("document_hash")),
-            "document_type_code": _text(found.get("document_type_code")),
-            "issue_date": _text(found.get("issue_date")),
-        }
-        if kind == _PUBLICATION_KIND and not (row["document_id"] or row["uri"] or row["file_name"]):
+                _first_texts(external, _EXTERNAL_FIELDS, found)
+        if kind == _PUBLICATION_KIND and not (found.get("document_id") or found.get("uri") or found.get("file_name")):
             continue
+        position = positions.get(kind, 0)
         positions[kind] = position + 1
-        rows.append(row)
+        rows.append({"document_kind": kind, "position": position, **_NO_FIELDS, **found})
     return rows
 
 

@@ -92,40 +92,20 @@ _ATOM_ID = f"{{{ATOM_NS}}}id"
 
 @dataclass(frozen=True)
 class PageParseResult:
-    """Rows and dead letters of one page (or of one replayed record)."""
+    """Rows and dead letters of one page (or of one replayed record), filled as its records are parsed."""
 
-    entries: list[Row]  # one per valid <entry>
-    lots: list[Row]
-    documents: list[Row]
-    results: list[Row]
-    tombstones: list[Row]  # one per valid <at:deleted-entry>
-    dead_letters: list[Row]  # one per record that failed parse or validation (+ page-level ones)
-    records_seen: int  # entry + tombstone start tags found by the splitter
-    entries_seen: int
+    entries_seen: int  # entry start tags found by the splitter
     tombstones_seen: int
-
-
-@dataclass
-class _Collector:
-    entries: list[Row] = field(default_factory=list)
+    entries: list[Row] = field(default_factory=list)  # one per valid <entry>
     lots: list[Row] = field(default_factory=list)
     documents: list[Row] = field(default_factory=list)
     results: list[Row] = field(default_factory=list)
-    tombstones: list[Row] = field(default_factory=list)
-    dead_letters: list[Row] = field(default_factory=list)
+    tombstones: list[Row] = field(default_factory=list)  # one per valid <at:deleted-entry>
+    dead_letters: list[Row] = field(default_factory=list)  # one per failed record (+ page-level ones)
 
-    def result(self, entries_seen: int, tombstones_seen: int) -> PageParseResult:
-        return PageParseResult(
-            entries=self.entries,
-            lots=self.lots,
-            documents=self.documents,
-            results=self.results,
-            tombstones=self.tombstones,
-            dead_letters=self.dead_letters,
-            records_seen=entries_seen + tombstones_seen,
-            entries_seen=entries_seen,
-            tombstones_seen=tombstones_seen,
-        )
+    @property
+    def records_seen(self) -> int:
+        return self.entries_seen + self.tombstones_seen
 
 
 @dataclass(frozen=True)
@@ -164,12 +144,11 @@ def parse_page_in_parts(
     # the extraction's count, so both count the same records.
     data = to_utf8(data)
     layout = page_split.scan_page(data)
-    seen = (layout.entries_seen, layout.tombstones_seen)
-    out = _Collector()
+    out = PageParseResult(layout.entries_seen, layout.tombstones_seen)
     refusal = dtd_refusal(data)
     if refusal is not None:
         out.dead_letters.append(_page_dead_letter(data, layout, dataset, source_file, DTD_REFUSED, refusal))
-        yield out.result(*seen)
+        yield out
         return
     if not layout.records and not layout.has_feed_root and data.strip():
         reason = (
@@ -177,14 +156,14 @@ def parse_page_in_parts(
             f"{layout.root_name or 'none'}); not a PLACSP feed page, or not UTF-8/ASCII-compatible"
         )
         out.dead_letters.append(_page_dead_letter(data, layout, dataset, source_file, NOT_A_FEED, reason))
-        yield out.result(0, 0)
+        yield out
         return
     parser = _record_parser()  # one per page: lxml parsers are reusable but not shareable across threads
     last = len(layout.records) - 1
     for index, span in enumerate(layout.records):
         if records_per_part and index and index % records_per_part == 0:
-            yield out.result(*seen)
-            out = _Collector()
+            yield out
+            out = PageParseResult(layout.entries_seen, layout.tombstones_seen)
         context = _RecordContext(
             dataset=dataset,
             source_file=source_file,
@@ -204,7 +183,7 @@ def parse_page_in_parts(
             "between records, so records after the cut are missing (re-download the page)"
         )
         out.dead_letters.append(_page_dead_letter(data, layout, dataset, source_file, TRUNCATED, reason))
-    yield out.result(*seen)
+    yield out
 
 
 def parse_record(
@@ -236,7 +215,7 @@ def parse_record(
     wrapped, head = page_split.wrap_record(data, context_text)
     spans = [span for span in page_split.scan_page(wrapped).records if span.start >= head]
     closed = spans[0].closed if len(spans) == 1 else True
-    out = _Collector()
+    out = PageParseResult(int(kind == ENTRY), int(kind == TOMBSTONE))
     _parse_one(
         _RecordContext(
             dataset=dataset,
@@ -252,7 +231,7 @@ def parse_record(
         _record_parser(),
         out,
     )
-    return out.result(int(kind == ENTRY), int(kind == TOMBSTONE))
+    return out
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -265,7 +244,7 @@ def _record_parser() -> etree.XMLParser:
     return make_parser(remove_blank_text=True)
 
 
-def _parse_one(context: _RecordContext, parser: etree.XMLParser, out: _Collector) -> None:
+def _parse_one(context: _RecordContext, parser: etree.XMLParser, out: PageParseResult) -> None:
     wrapped, head_length = page_split.wrap_record(context.raw, context.namespace_context, context.xml_declaration)
     too_large = page_split.tree_too_large(wrapped)
     if too_large is not None:
@@ -298,7 +277,9 @@ def _parse_one(context: _RecordContext, parser: etree.XMLParser, out: _Collector
         )
 
 
-def _single_record_element(context: _RecordContext, wrapper: etree._Element, out: _Collector) -> etree._Element | None:
+def _single_record_element(
+    context: _RecordContext, wrapper: etree._Element, out: PageParseResult
+) -> etree._Element | None:
     """The record's element, checked to be exactly one element of the expected Atom/tombstone tag."""
     elements = [child for child in wrapper if isinstance(child.tag, str)]
     expected = _EXPECTED_TAG[context.kind]
@@ -309,19 +290,12 @@ def _single_record_element(context: _RecordContext, wrapper: etree._Element, out
         f"the record must be exactly one {expected} element, found {len(elements)}: {found} "
         "(a namespace declaration missing from the page root, or a record pasted twice?)"
     )
-    out.dead_letters.append(
-        _dead_letter(
-            context,
-            STAGE_PARSE,
-            UNEXPECTED_ELEMENT,
-            reason,
-            page_split.recover_entry_id(context.raw, context.kind),
-        )
-    )
+    entry_id = page_split.recover_entry_id(context.raw, context.kind)
+    out.dead_letters.append(_dead_letter(context, STAGE_PARSE, UNEXPECTED_ELEMENT, reason, entry_id))
     return None
 
 
-def _route(context: _RecordContext, element: etree._Element, problems: Problems, out: _Collector) -> None:
+def _route(context: _RecordContext, element: etree._Element, problems: Problems, out: PageParseResult) -> None:
     digest = hashlib.sha256(context.raw).hexdigest()  # the tie-break of last resort (ingest.rules)
     if context.kind == TOMBSTONE:
         row = extract_tombstone(element, dataset=context.dataset, source_file=context.source_file, problems=problems)
@@ -429,6 +403,10 @@ def _dead_letter(context: _RecordContext, stage: str, error_type: str, reason: s
         f"[{error_type}]: {reason}. The page's other records are unaffected; fix the record "
         "(raw_record) and replay it."
     )
+    return _dead_letter_row(context, stage, error_type, message, entry_id)
+
+
+def _dead_letter_row(context: _RecordContext, stage: str, error_type: str, message: str, entry_id: str | None) -> Row:
     return {
         "dataset": context.dataset.key,
         "source_file": context.source_file,
@@ -468,16 +446,5 @@ def _page_dead_letter(
         f"({'its last bytes' if error_type == TRUNCATED else 'its prolog'}); the page itself stays "
         "in Bronze."
     )
-    return {
-        "dataset": dataset.key,
-        "source_file": source_file,
-        "stage": STAGE_PARSE,
-        "error_type": error_type,
-        "error_message": message,
-        "raw_record": excerpt.decode("utf-8", "backslashreplace"),
-        "namespace_context": layout.namespace_context,
-        "record_kind": PAGE,
-        "entry_id": None,
-        "record_offset": offset,
-        "raw_bytes": excerpt,
-    }
+    context = _RecordContext(dataset, source_file, PAGE, excerpt, offset, layout.namespace_context)
+    return _dead_letter_row(context, STAGE_PARSE, error_type, message, None)

@@ -176,12 +176,11 @@ def _find_records(data: bytes, bindings: dict[bytes, bytes]) -> list[RecordSpan]
         if found is not None:
             starts.append((match.start(), found[0], found[1], match.group(1) or b""))
     spans = []
-    for i, (start, kind, self_closing_end, prefix) in enumerate(starts):
-        if self_closing_end is not None:
-            spans.append(RecordSpan(kind, start, self_closing_end, True, prefix.decode("ascii")))
-            continue
-        limit = starts[i + 1][0] if i + 1 < len(starts) else len(data)
-        end, closed = _record_end(data, start, limit, kind, prefix)
+    for i, (start, kind, end, prefix) in enumerate(starts):
+        closed = True
+        if end is None:  # not self-closing
+            limit = starts[i + 1][0] if i + 1 < len(starts) else len(data)
+            end, closed = _record_end(data, start, limit, kind, prefix)
         spans.append(RecordSpan(kind, start, end, closed, prefix.decode("ascii")))
     return spans
 
@@ -207,17 +206,12 @@ def _record_starts(data: bytes) -> Iterator[re.Match[bytes]]:
 
 
 def _record_end(data: bytes, start: int, limit: int, kind: str, prefix: bytes) -> tuple[int, bool]:
-    """End of the record: its end tag, else the next record start or the end of the page."""
-    end_tag = _end_tag_pattern(prefix, b"entry" if kind == ENTRY else b"deleted-entry")
-    found = end_tag.search(data, start, limit)
+    """(end, closed) of the record: its end tag, else the next record start or the end of the page
+    (blanks before it belong to no record: raw_record stays tidy)."""
+    found = _end_tag_pattern(prefix, b"entry" if kind == ENTRY else b"deleted-entry").search(data, start, limit)
     if found is None:
-        return _trim_end(data, start, limit), False
+        return start + len(data[start:limit].rstrip()), False
     return found.end(), True
-
-
-def _trim_end(data: bytes, start: int, limit: int) -> int:
-    # Whitespace before the next record belongs to no record; dropping it keeps raw_record tidy.
-    return start + len(data[start:limit].rstrip())
 
 
 @lru_cache(maxsize=32)
@@ -239,14 +233,13 @@ def wrap_record(record: bytes, namespace_context: str, xml_declaration: bytes = 
 
 
 def tree_too_large(wrapped: bytes) -> str | None:
-    """Why a record (as `wrap_record` wraps it) must not be parsed, or None: it holds more than
-    `MAX_NODES_PER_RECORD` nodes (elements, attributes, processing instructions; the wrapper is
-    not counted) or `=` between two `<` (a start tag with that many attributes: libxml2 would build
-    them all at once), or more than `MAX_NAMESPACE_DECLARATIONS` namespace declarations (the page
-    root's, which wrap it, included). Decided before its tree is built, and without building much
-    more than the limit of it. The extraction's streaming scan applies the same limits, counted the
-    same way, to each child of a page's root (nodes) and to the whole page (`=` runs and namespace
-    declarations, so a record refused here is never in a page the scan found well-formed)."""
+    """Why a record (as `wrap_record` wraps it) must not be parsed, or None: more than
+    `MAX_NODES_PER_RECORD` nodes (elements, attributes, processing instructions; not the wrapper) or
+    `=` between two `<` (one start tag's attributes, which libxml2 would build at once), or more than
+    `MAX_NAMESPACE_DECLARATIONS` namespace declarations (the page root's included). Decided before
+    the tree is built, building little more than the limit of it. The extraction's streaming scan
+    counts the same way, per child of the root (nodes) and per page (`=` runs, declarations), so a
+    record refused here is never in a page that scan found well-formed."""
     nodes, namespaces = settings.MAX_NODES_PER_RECORD, settings.MAX_NAMESPACE_DECLARATIONS
     over = "flood" if AttributeFlood(nodes).over(wrapped) else tree_over_limits(wrapped, nodes + 1, namespaces)
     if over is None:

@@ -1,16 +1,9 @@
 """Explicit Arrow schemas of the rows `parse_page` returns, one per Silver table, plus dead letters.
 
 Never infer these (inference turns CPV `03000000` into 3000000 and flips arrays to structs). Every row
-dict `parse_page` returns has exactly the columns below, no more, no fewer (tests enforce it).
-
-Business keys (the Silver MERGE keys; newest `entry_updated` wins on all entry-derived tables):
-- entries:    (dataset, entry_id)
-- lots:       (dataset, entry_id, lot_id)                         -- lot ids are unique per entry (validated)
-- documents:  (dataset, entry_id, document_kind, position)
-- results:    (dataset, entry_id, result_position, winner_position) -- winner_position is 0 for a result
-                                                                     without winner (winner_count = 0)
-- tombstones: (dataset, entry_id, deleted_at)                     -- apply when deleted_at >= updated
-Dead letters carry no key: the Spark side adds dead_letter_id, run_id, timestamps and status.
+dict `parse_page` returns has exactly the columns below, no more, no fewer (tests enforce it). The
+Silver MERGE keys are `BUSINESS_KEYS`; dead letters carry no key (the ingest adds dead_letter_id and
+their lifecycle columns).
 
 Conventions: positions are 0-based in document order; amounts are decimal(38, 6) (exact, never float);
 timestamps are UTC; dates/times are the ISO strings the XML holds (e.g. '2025-06-20', '14:00:00');
@@ -32,41 +25,32 @@ from placsp_provider.parser.validation import AMOUNT_PRECISION, AMOUNT_SCALE
 
 AMOUNT = pa.decimal128(AMOUNT_PRECISION, AMOUNT_SCALE)
 UTC_TIMESTAMP = pa.timestamp("us", tz="UTC")
-STRINGS = pa.list_(pa.string())
+STRING = pa.string()
+STRINGS = pa.list_(STRING)
 IDENTIFIERS = pa.list_(pa.struct([("scheme_name", pa.string()), ("id", pa.string())]))
 NOTICES = pa.list_(
     pa.struct([("notice_type_code", pa.string()), ("publication_media", pa.string()), ("issue_date", pa.string())])
 )
 
 
-def _required(name: str, type_: pa.DataType) -> pa.Field:
+def _required(name: str, type_: pa.DataType = STRING) -> pa.Field:
     return pa.field(name, type_, nullable=False)
-
-
-STRING = pa.string()
 
 
 def _optional(name: str, type_: pa.DataType = STRING) -> pa.Field:
     return pa.field(name, type_, nullable=True)
 
 
-def _entry_columns() -> list[pa.Field]:
-    return [
-        _required("dataset", pa.string()),
-        _required("entry_id", pa.string()),
-        _required("entry_updated", UTC_TIMESTAMP),
-    ]
-
-
-SOURCE_FILE = _required("_source_file", pa.string())
+_ENTRY_VERSION = [_required("dataset"), _required("entry_id"), _required("entry_updated", UTC_TIMESTAMP)]
+SOURCE_FILE = _required("_source_file")
 # The sha256 of the record's exact bytes, on every row a record gives while it is staged (not a Silver
 # column): the last tie-break between versions of one entry (ingest.rules), the same in every engine.
 RECORD_DIGEST_COLUMN = "_record_digest"
-RECORD_DIGEST = _required(RECORD_DIGEST_COLUMN, pa.string())
+RECORD_DIGEST = _required(RECORD_DIGEST_COLUMN)
 
 ENTRIES = pa.schema(
     [
-        *_entry_columns(),
+        *_ENTRY_VERSION,
         _required("folder_number", pa.int64()),
         _required("updated", UTC_TIMESTAMP),  # == entry_updated; the entry's own Atom <updated>
         _optional("title"),
@@ -128,8 +112,8 @@ ENTRIES = pa.schema(
 
 LOTS = pa.schema(
     [
-        *_entry_columns(),
-        _required("lot_id", pa.string()),
+        *_ENTRY_VERSION,
+        _required("lot_id"),
         _required("lot_position", pa.int32()),
         _optional("name"),
         _optional("type_code"),
@@ -148,9 +132,9 @@ LOTS = pa.schema(
 
 DOCUMENTS = pa.schema(
     [
-        *_entry_columns(),
+        *_ENTRY_VERSION,
         # legal, technical, additional, general, additional_publication, procurement_legislation, ...
-        _required("document_kind", pa.string()),
+        _required("document_kind"),
         _required("position", pa.int32()),
         _optional("document_id"),  # cbc:ID: the file name for legal/technical/additional documents
         _optional("file_name"),
@@ -165,7 +149,7 @@ DOCUMENTS = pa.schema(
 
 RESULTS = pa.schema(
     [
-        *_entry_columns(),
+        *_ENTRY_VERSION,
         _required("result_position", pa.int32()),
         _required("winner_position", pa.int32()),
         _required("winner_count", pa.int32()),  # WinningParty elements of this result (0 = none)
@@ -199,8 +183,8 @@ RESULTS = pa.schema(
 
 TOMBSTONES = pa.schema(
     [
-        _required("dataset", pa.string()),
-        _required("entry_id", pa.string()),  # the tombstone's ref
+        _required("dataset"),
+        _required("entry_id"),  # the tombstone's ref
         _required("folder_number", pa.int64()),
         _required("deleted_at", UTC_TIMESTAMP),  # the tombstone's when
         _optional("deletion_type"),  # ANULADA / CERRADA, null before mid-2022
@@ -211,14 +195,14 @@ TOMBSTONES = pa.schema(
 
 DEAD_LETTERS = pa.schema(
     [
-        _required("dataset", pa.string()),
-        _required("source_file", pa.string()),
-        _required("stage", pa.string()),  # parse | validation (the job adds reconciliation)
-        _required("error_type", pa.string()),
-        _required("error_message", pa.string()),
-        _required("raw_record", pa.string()),  # for people: UTF-8, undecodable bytes shown as \xNN
-        _required("namespace_context", pa.string()),
-        _required("record_kind", pa.string()),  # entry | tombstone | page (the job adds file)
+        _required("dataset"),
+        _required("source_file"),
+        _required("stage"),  # parse | validation (the job adds reconciliation)
+        _required("error_type"),
+        _required("error_message"),
+        _required("raw_record"),  # for people: UTF-8, undecodable bytes shown as \xNN
+        _required("namespace_context"),
+        _required("record_kind"),  # entry | tombstone | page (the job adds file)
         _optional("entry_id"),
         _required("record_offset", pa.int64()),
         # What the parser read, exactly: the page's XML declaration (when it had one), then the record's
@@ -241,9 +225,9 @@ SCHEMAS: dict[str, pa.Schema] = {
 
 BUSINESS_KEYS: dict[str, tuple[str, ...]] = {
     "entries": ("dataset", "entry_id"),
-    "lots": ("dataset", "entry_id", "lot_id"),
+    "lots": ("dataset", "entry_id", "lot_id"),  # lot ids are unique per entry (validated)
     "documents": ("dataset", "entry_id", "document_kind", "position"),
-    "results": ("dataset", "entry_id", "result_position", "winner_position"),
+    "results": ("dataset", "entry_id", "result_position", "winner_position"),  # 0 for a result without winner
     "tombstones": ("dataset", "entry_id", "deleted_at"),
 }
 

@@ -1,13 +1,9 @@
 """Data contracts and quality checks of the lake (docs/data-quality.md).
 
-- `contract`: ODCS 3.x contracts (`include/contracts/<table>.odcs.yaml`) loaded, validated against the
-  ODCS JSON Schema, and turned into typed `Rule`s; a bad contract is a `ContractError` naming the file,
-  the rule and the reason.
-- `engine`: the rules evaluated without a JVM: delta-rs opens the dataset's partition of each table
-  (file pruning), DuckDB runs the rules over the Arrow dataset (projection and filter pushdown).
-- `results`: the `quality_results` Delta table every check appends to.
-- `volume`: the daily entry count against a Prophet forecast interval (volume anomaly).
-- `report`: one self-contained HTML page per dataset (rules, latest results, the volume chart).
+`contract` loads and validates the ODCS contracts into typed `Rule`s; `engine` evaluates them without
+a JVM (delta-rs opens, DuckDB computes); `volume` judges the daily entry count against a Prophet
+forecast; `results` is the `quality_results` table every check appends to; `run` is one dataset's
+check end to end; `report` one HTML page per dataset.
 
 Nothing here imports Airflow; heavy libraries (duckdb, deltalake, pyarrow, prophet, matplotlib) are
 imported inside functions.

@@ -1,4 +1,4 @@
-"""ODCS data contracts: load, validate, and turn into typed rules.
+"""ODCS data contracts: load, validate, and turn into typed rules (docs/data-quality.md).
 
 A contract is one YAML file per lake table, `include/contracts/<table>.odcs.yaml`, in the Open Data
 Contract Standard (ODCS) 3.x. It is checked in three steps, each failing with a `ContractError` that
@@ -11,16 +11,14 @@ names the file, the rule (when there is one) and the reason:
    `arguments` the metric understands;
 3. (in `engine.prepare`) every `sql` rule is planned by DuckDB against the real tables before anything
    runs: a query that does not compile is refused at the task's start, never a silent pass.
-
-Rule scopes (custom property `scope`): `run` checks only the rows the run wrote (the table's run
-column: `_ingest_run_id` in Silver, `run_id` in dead_letters and reconciliation); `table` checks the
-dataset's whole partition (uniqueness, orphans). Defaults: `run` for nullValues, missingValues and
-invalidValues; `table` for duplicateValues, rowCount and sql.
 """
 
 from __future__ import annotations
 
 import json
+import operator
+import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -33,20 +31,20 @@ CONTRACT_SUFFIX = ".odcs.yaml"
 # The tables a contract may describe: Silver, dead letters, reconciliation (ingest/tables.py).
 CONTRACT_TABLES = LAKE_TABLES
 METRICS = ("nullValues", "missingValues", "invalidValues", "duplicateValues", "rowCount")
-THRESHOLDS = (
-    "mustBe",
-    "mustNotBe",
-    "mustBeGreaterThan",
-    "mustBeGreaterOrEqualTo",
-    "mustBeLessThan",
-    "mustBeLessOrEqualTo",
-    "mustBeBetween",
-    "mustNotBeBetween",
-)
+# The one-value thresholds: symbol and comparison. The two `between`s take [low, high], bounds included.
+_COMPARISONS = {
+    "mustBe": ("=", operator.eq),
+    "mustNotBe": ("!=", operator.ne),
+    "mustBeGreaterThan": (">", operator.gt),
+    "mustBeGreaterOrEqualTo": (">=", operator.ge),
+    "mustBeLessThan": ("<", operator.lt),
+    "mustBeLessOrEqualTo": ("<=", operator.le),
+}
+THRESHOLDS = (*_COMPARISONS, "mustBeBetween", "mustNotBeBetween")
 SEVERITIES = ("error", "warn")
 UNITS = ("rows", "percent")
 SCOPES = ("run", "table")
-_RUN_SCOPED_METRICS = ("nullValues", "missingValues", "invalidValues")
+_COLUMN_METRICS = ("nullValues", "missingValues", "invalidValues")  # on one column; scope `run` by default
 _ARGUMENTS = {
     "nullValues": set(),
     "rowCount": set(),
@@ -76,17 +74,11 @@ class Threshold:
 
     def passes(self, actual: float) -> bool:
         v = self.value
-        return {
-            "mustBe": lambda: actual == v,
-            "mustNotBe": lambda: actual != v,
-            "mustBeGreaterThan": lambda: actual > v,
-            "mustBeGreaterOrEqualTo": lambda: actual >= v,
-            "mustBeLessThan": lambda: actual < v,
-            "mustBeLessOrEqualTo": lambda: actual <= v,
-            # ODCS: "between the two numbers", bounds included (as SQL BETWEEN)
-            "mustBeBetween": lambda: v[0] <= actual <= v[1],
-            "mustNotBeBetween": lambda: actual < v[0] or actual > v[1],
-        }[self.operator]()
+        if self.operator == "mustBeBetween":
+            return bool(v[0] <= actual <= v[1])
+        if self.operator == "mustNotBeBetween":
+            return bool(actual < v[0] or actual > v[1])
+        return bool(_COMPARISONS[self.operator][1](actual, v))
 
     def describe(self) -> str:
         """`= 0`, `> 0`, `between 1 and 10`, ..."""
@@ -95,15 +87,7 @@ class Threshold:
             return f"between {_num(v[0])} and {_num(v[1])}"
         if self.operator == "mustNotBeBetween":
             return f"not between {_num(v[0])} and {_num(v[1])}"
-        symbol = {
-            "mustBe": "=",
-            "mustNotBe": "!=",
-            "mustBeGreaterThan": ">",
-            "mustBeGreaterOrEqualTo": ">=",
-            "mustBeLessThan": "<",
-            "mustBeLessOrEqualTo": "<=",
-        }[self.operator]
-        return f"{symbol} {_num(v)}"
+        return f"{_COMPARISONS[self.operator][0]} {_num(v)}"
 
 
 @dataclass(frozen=True)
@@ -122,7 +106,6 @@ class Rule:
     unit: str = "rows"
     dimension: str | None = None
     description: str = ""
-    name: str | None = None
     arguments: dict[str, Any] = field(default_factory=dict)
     source: str = ""  # the contract file
 
@@ -152,7 +135,6 @@ class Column:
     name: str
     physical_type: str
     required: bool
-    items: dict[str, Any] | None = None  # ODCS `items` of an array
 
 
 @dataclass(frozen=True)
@@ -161,16 +143,9 @@ class Contract:
 
     path: Path
     table: str
-    id: str
-    version: str
-    api_version: str
     run_column: str
     columns: tuple[Column, ...]
     rules: tuple[Rule, ...]
-    text_rules: tuple[str, ...] = ()
-
-    def column(self, name: str) -> Column | None:
-        return next((c for c in self.columns if c.name == name), None)
 
 
 # -- where contracts live ---------------------------------------------------------------------------
@@ -188,22 +163,11 @@ def contract_path(table: str, directory: Path | str | None = None) -> Path:
     return folder / f"{table}{CONTRACT_SUFFIX}"
 
 
-def load_contracts(
-    tables: tuple[str, ...] | list[str] = CONTRACT_TABLES, directory: Path | str | None = None
-) -> list[Contract]:
+def load_contracts(tables: Sequence[str] = CONTRACT_TABLES, directory: Path | str | None = None) -> list[Contract]:
     return [load_contract(contract_path(t, directory)) for t in tables]
 
 
 # -- loading and validation -------------------------------------------------------------------------
-@cache
-def odcs_schema() -> dict[str, Any]:
-    """The ODCS JSON Schema of the installed `open-data-contract-standard` (a copy: schemas/odcs/)."""
-    from importlib.resources import files
-
-    schema: dict[str, Any] = json.loads(files("open_data_contract_standard").joinpath("schema.json").read_text())
-    return schema
-
-
 def load_contract(path: Path | str) -> Contract:
     """Read, validate against ODCS, and parse a contract file (ContractError on any problem)."""
     import yaml
@@ -233,9 +197,12 @@ def validate_odcs(path: Path, document: dict[str, Any]) -> None:
 
 @cache
 def _validator() -> Any:
+    """The validator of the ODCS JSON Schema in `open-data-contract-standard` (a copy: schemas/odcs/)."""
+    from importlib.resources import files
+
     from jsonschema import Draft201909Validator
 
-    return Draft201909Validator(odcs_schema())
+    return Draft201909Validator(json.loads(files("open_data_contract_standard").joinpath("schema.json").read_text()))
 
 
 def _most_precise(errors: list[Any]) -> Any:
@@ -276,7 +243,7 @@ def _parse(path: Path, document: dict[str, Any]) -> Contract:
         raise ContractError(path, f"schema object {table!r} is not a lake table ({', '.join(CONTRACT_TABLES)})")
     custom = {p.get("property"): p.get("value") for p in document.get("customProperties") or []}
     columns = tuple(
-        Column(p["name"], str(p.get("physicalType", "")), bool(p.get("required", False)), p.get("items"))
+        Column(p["name"], str(p.get("physicalType", "")), bool(p.get("required", False)))
         for p in obj.get("properties") or []
     )
     names = {c.name for c in columns}
@@ -284,28 +251,17 @@ def _parse(path: Path, document: dict[str, Any]) -> Contract:
     if run_column not in names:
         raise ContractError(path, f"customProperties runColumn {run_column!r} is not a column of the contract")
     rules: list[Rule] = []
-    texts: list[str] = []
     for prop in obj.get("properties") or []:
         for item in prop.get("quality") or []:
-            _collect(path, table, item, prop["name"], names, rules, texts)
+            _collect(path, table, item, prop["name"], names, rules)
     for item in obj.get("quality") or []:
-        _collect(path, table, item, None, names, rules, texts)
+        _collect(path, table, item, None, names, rules)
     seen: set[str] = set()
     for rule in rules:
         if rule.id in seen:
             raise ContractError(path, "rule id used twice in the contract", rule.id)
         seen.add(rule.id)
-    return Contract(
-        path=path,
-        table=table,
-        id=str(document["id"]),
-        version=str(document.get("version", "")),
-        api_version=str(document.get("apiVersion", "")),
-        run_column=run_column,
-        columns=columns,
-        rules=tuple(rules),
-        text_rules=tuple(texts),
-    )
+    return Contract(path=path, table=table, run_column=run_column, columns=columns, rules=tuple(rules))
 
 
 def _collect(
@@ -315,12 +271,10 @@ def _collect(
     column: str | None,
     names: set[str],
     rules: list[Rule],
-    texts: list[str],
 ) -> None:
     kind = item.get("type") or ("library" if "metric" in item else None)
     rule_id = item.get("id")
-    if kind == "text":
-        texts.append(str(item.get("description", "")))
+    if kind == "text":  # documentation, never run
         return
     if kind not in ("library", "sql"):
         raise ContractError(path, f"rule type {kind!r} cannot run here (library and sql can; text documents)", rule_id)
@@ -336,7 +290,7 @@ def _collect(
     metric = item.get("metric")
     if kind == "library" and metric not in METRICS:
         raise ContractError(path, f"unknown metric {metric!r}; the metrics are {', '.join(METRICS)}", rule_id)
-    default_scope = "run" if metric in _RUN_SCOPED_METRICS else "table"
+    default_scope = "run" if metric in _COLUMN_METRICS else "table"
     scope = custom.get("scope", default_scope)
     if scope not in SCOPES:
         raise ContractError(path, f"scope must be run or table; got {scope!r}", rule_id)
@@ -356,14 +310,17 @@ def _collect(
         unknown_args = set(arguments) - _ARGUMENTS[metric]
         if unknown_args:
             raise ContractError(path, f"metric {metric} takes no argument(s) {sorted(unknown_args)}", rule_id)
-        if metric in ("nullValues", "missingValues", "invalidValues") and column is None:
+        if metric in _COLUMN_METRICS and column is None:
             raise ContractError(path, f"metric {metric} belongs on a property (a column)", rule_id)
         if metric == "invalidValues" and not ("validValues" in arguments or "pattern" in arguments):
             raise ContractError(path, "invalidValues needs arguments.validValues or arguments.pattern", rule_id)
         if metric == "duplicateValues" and column is None and not arguments.get("properties"):
             raise ContractError(path, "a table-level duplicateValues rule needs arguments.properties", rule_id)
         if "pattern" in arguments:
-            _check_pattern(path, rule_id, arguments["pattern"])
+            try:
+                re.compile(str(arguments["pattern"]))
+            except re.error as err:
+                raise ContractError(path, f"arguments.pattern is not a regular expression: {err}", rule_id) from err
     elif not str(item.get("query") or "").strip():
         raise ContractError(path, "a sql rule needs a query", rule_id)
     rule = Rule(
@@ -379,7 +336,6 @@ def _collect(
         unit=unit,
         dimension=item.get("dimension"),
         description=str(item.get("description", "")),
-        name=item.get("name"),
         arguments=arguments,
         source=str(path),
     )
@@ -387,15 +343,6 @@ def _collect(
     if unknown:
         raise ContractError(path, f"unknown column(s) {unknown}: not properties of table {table}", rule.id)
     rules.append(rule)
-
-
-def _check_pattern(path: Path, rule_id: str, pattern: Any) -> None:
-    import re
-
-    try:
-        re.compile(str(pattern))
-    except re.error as err:
-        raise ContractError(path, f"arguments.pattern is not a regular expression: {err}", rule_id) from err
 
 
 def _numeric(value: Any) -> bool:

@@ -1,20 +1,10 @@
 """Evaluate contract rules on the lake without a JVM: delta-rs opens, DuckDB computes.
 
-How little is read:
-
-1. delta-rs prunes the Delta log to the checked dataset's partition (`dataset = D`) before any file
-   is opened, and the Parquet files left are read through Arrow's native local filesystem (the same
-   choice as dead_letters/stats.py, for the same reason: no Python filesystem callbacks).
-2. Each table is registered in an in-memory DuckDB as that Arrow dataset. DuckDB pushes the columns a
-   query names (projection) and its filters (the run id of a `run` rule) into the Arrow scan, so a
-   null check of `entry_id` in this run reads one column of the run's row groups, and a uniqueness
-   check reads the key columns of the partition.
-3. Every rule is one aggregate query: no rows come back to Python, only numbers.
-
-Views, by table name (`entries`, `lots`, ..., `dead_letters`, `reconciliation`): the dataset's
-partition of each table, so a `sql` rule can join tables by name. `${object}` (or `${table}`) in a
-rule's query is the checked table in the rule's scope (this run's rows for scope `run`), and
-`${property}` (or `${column}`) the rule's column.
+How little is read (docs/data-quality.md: "The check, and what it reads"): delta-rs prunes each
+table's Delta log to the checked dataset's partition and Arrow's native local filesystem reads the
+files left (as dead_letters/stats.py: no Python filesystem callbacks); DuckDB views that Arrow
+dataset and pushes a query's columns and run-id filter into the scan; every rule is one aggregate
+query, so only numbers come back to Python.
 
 A table that does not exist yet is an empty table with the code's schema, and its schema rule fails
 ("no Delta table"): rules on it then say 0 rows rather than crash.
@@ -30,7 +20,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from placsp_provider.errors import PlacspError
+from placsp_provider.errors import ConfigError, PlacspError
+from placsp_provider.lake import table_path
 from placsp_provider.quality.contract import (
     CONTRACT_TABLES,
     Contract,
@@ -76,8 +67,6 @@ class CheckRequest:
         object.__setattr__(self, "tables", tuple(self.tables))
         unknown = [t for t in self.tables if t not in CONTRACT_TABLES]
         if unknown:
-            from placsp_provider.errors import ConfigError
-
             raise ConfigError(f"unknown table(s) {unknown}; the tables are {', '.join(CONTRACT_TABLES)}")
 
     def cli_command(self, *, rule: str | None = None) -> str:
@@ -125,13 +114,6 @@ class RuleResult:
             f"actual {actual} ({scope}, {self.rows_checked:,} rows)"
         )
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> RuleResult:
-        return cls(**data)
-
 
 @dataclass(frozen=True)
 class CheckReport:
@@ -165,73 +147,57 @@ class CheckReport:
             "checked_at": self.checked_at.isoformat(),
             "table_versions": self.table_versions,
             "rows": self.rows,
-            "results": [r.to_dict() for r in self.results],
+            "results": [asdict(r) for r in self.results],
         }
 
 
 # -- the DuckDB session over the lake ---------------------------------------------------------------
 class LakeSession:
-    """An in-memory DuckDB with every lake table's `dataset` partition registered as a view."""
+    """An in-memory DuckDB where each lake table's `dataset` partition is a view by the table's name
+    (so a `sql` rule can join tables), and `run_view(table)` its rows of the request's run."""
 
-    def __init__(self, lake: str | Path, dataset: str, run_id: str | None, run_columns: dict[str, str]) -> None:
+    def __init__(self, request: CheckRequest, contracts: Iterable[Contract]) -> None:
         import duckdb
 
-        self.lake = Path(lake)
-        self.dataset = dataset
-        self.run_id = run_id
-        self.run_columns = run_columns
+        self.lake = Path(request.lake)
+        self.dataset = request.dataset
+        self.run_id = request.run_id
+        self.run_columns = {c.table: c.run_column for c in contracts}
         self.con: duckdb.DuckDBPyConnection = duckdb.connect()
         self.versions: dict[str, int | None] = {}
         self.delta_schemas: dict[str, list[Any] | None] = {}
         for table in CONTRACT_TABLES:
             self._register(table)
 
-    def close(self) -> None:
-        self.con.close()
-
     def __enter__(self) -> LakeSession:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def table_path(self, table: str) -> Path:
-        from placsp_provider.lake import table_path
-
-        return table_path(self.lake, table)
+        self.con.close()
 
     def _register(self, table: str) -> None:
         from placsp_provider.ingest.tables import table_schema
 
-        path = self.table_path(table)
+        path = table_path(self.lake, table)
         run_column = self.run_columns.get(table) or default_run_column(table)
-        source: Any
-        run_source: Any = None
         opened = _open(path, [("dataset", "=", self.dataset)])
-        if opened is not None:
+        if opened is None:  # no table yet: no version, no Delta schema
+            source = run_source = table_schema(table).empty_table()
+        else:
             source, self.versions[table], self.delta_schemas[table] = opened
+            run_source = source
             if self.run_id:
                 # The run's files only: the Delta log's min/max statistics of the run column prune the
                 # others before any is opened (a run writes its own files; a MERGE rewrite may mix runs,
                 # which the exact filter of the view then sorts out).
                 pruning = [("dataset", "=", self.dataset), (run_column, "=", self.run_id)]
                 run_source = _open(path, pruning)[0]  # type: ignore[index]
-        else:
-            source = table_schema(table).empty_table()
-            self.versions[table] = None
-            self.delta_schemas[table] = None
+        where = f"WHERE dataset = {_literal(self.dataset)}"
+        in_run = f" AND {_ident(run_column)} = {_literal(self.run_id)}" if self.run_id else ""
         self.con.register(f"_delta_{table}", source)
-        self.con.execute(
-            f"CREATE VIEW {table} AS SELECT * FROM _delta_{table} WHERE dataset = {_literal(self.dataset)}"
-        )
-        if self.run_id:
-            self.con.register(f"_delta_run_{table}", run_source if run_source is not None else source)
-            self.con.execute(
-                f"CREATE VIEW {run_view(table)} AS SELECT * FROM _delta_run_{table} "
-                f"WHERE dataset = {_literal(self.dataset)} AND {_ident(run_column)} = {_literal(self.run_id)}"
-            )
-        else:
-            self.con.execute(f"CREATE VIEW {run_view(table)} AS SELECT * FROM {table}")
+        self.con.register(f"_delta_run_{table}", run_source)
+        self.con.execute(f"CREATE VIEW {table} AS SELECT * FROM _delta_{table} {where}")
+        self.con.execute(f"CREATE VIEW {run_view(table)} AS SELECT * FROM _delta_run_{table} {where}{in_run}")
 
     def missing_columns(self, contract: Contract) -> set[str]:
         """Contract columns the Delta table lacks (none when the table does not exist: it is empty)."""
@@ -248,15 +214,13 @@ class LakeSession:
     def count(self, table: str) -> int:
         return int(self.scalar(f"SELECT count(*) FROM {table}")[0])
 
-    def column_type(self, table: str, column: str) -> str:
+    def is_list(self, table: str, column: str) -> bool:
         rows = self.con.execute(f"DESCRIBE SELECT {_ident(column)} FROM {table}").fetchall()
-        return str(rows[0][1]) if rows else ""
+        return bool(rows) and str(rows[0][1]).endswith("[]")
 
 
 def open_partition(lake: str | Path, table: str, dataset: str) -> Any:
     """The `dataset` partition of a lake table as a pruned Arrow dataset, or None if there is no table."""
-    from placsp_provider.lake import table_path
-
     opened = _open(table_path(Path(lake), table), [("dataset", "=", dataset)])
     return opened[0] if opened else None
 
@@ -296,12 +260,11 @@ def run_view(table: str) -> str:
 
 
 # -- running ----------------------------------------------------------------------------------------
-def run_checks(request: CheckRequest, contracts: Sequence[Contract] | None = None) -> CheckReport:
+def run_checks(request: CheckRequest) -> CheckReport:
     """Load and validate the contracts, prepare every sql rule, then evaluate every rule."""
-    contracts = list(contracts) if contracts is not None else load_contracts(request.tables, request.contracts_dir)
-    run_columns = {c.table: c.run_column for c in contracts}
+    contracts = load_contracts(request.tables, request.contracts_dir)
     checked_at = datetime.now(UTC)
-    with LakeSession(request.lake, request.dataset, request.run_id, run_columns) as session:
+    with LakeSession(request, contracts) as session:
         prepare(contracts, session)
         results: list[RuleResult] = []
         rows: dict[str, int] = {}
@@ -312,7 +275,8 @@ def run_checks(request: CheckRequest, contracts: Sequence[Contract] | None = Non
             for rule in contract.rules:
                 lost = [c for c in rule.columns if c in missing]
                 if lost:  # the schema rule reports the drift; the rule cannot measure anything
-                    results.append(_unmeasurable(rule, request.dataset, f"column(s) {lost} missing from the table"))
+                    reason = f"{rule.what}; column(s) {lost} missing from the table"
+                    results.append(_result(rule, request.dataset, actual=None, success=False, message=reason))
                 else:
                     results.append(evaluate(rule, session, request.dataset))
         versions = {c.table: session.versions.get(c.table) for c in contracts}
@@ -364,6 +328,21 @@ def evaluate(rule: Rule, session: LakeSession, dataset: str) -> RuleResult:
         note = "the table has no rows for this dataset"
     elif not total and rule.metric != "rowCount":
         note = "no rows to check"  # passes vacuously when 0 meets the threshold
+    message = rule.what + (f"; {note}" if note else "")
+    return _result(rule, dataset, actual=actual, success=success, rows_checked=int(total), message=message, content=sql)
+
+
+def _result(
+    rule: Rule,
+    dataset: str,
+    *,
+    actual: float | None,
+    success: bool,
+    message: str,
+    rows_checked: int = 0,
+    content: str = "",
+) -> RuleResult:
+    """A rule's outcome, with the rule's own fields."""
     return RuleResult(
         rule_id=rule.id,
         dataset=dataset,
@@ -377,29 +356,9 @@ def evaluate(rule: Rule, session: LakeSession, dataset: str) -> RuleResult:
         expected=rule.expected,
         actual=actual,
         success=success,
-        rows_checked=int(total),
-        message=rule.what + (f"; {note}" if note else ""),
-        content=sql,
-        description=rule.description,
-    )
-
-
-def _unmeasurable(rule: Rule, dataset: str, reason: str) -> RuleResult:
-    return RuleResult(
-        rule_id=rule.id,
-        dataset=dataset,
-        table=rule.table,
-        column=rule.column,
-        kind=rule.kind,
-        metric=rule.metric,
-        dimension=rule.dimension,
-        severity=rule.severity,
-        scope=rule.scope,
-        expected=rule.expected,
-        actual=None,
-        success=False,
-        rows_checked=0,
-        message=f"{rule.what}; {reason}",
+        rows_checked=rows_checked,
+        message=message,
+        content=content,
         description=rule.description,
     )
 
@@ -412,8 +371,7 @@ def rule_sql(rule: Rule, session: LakeSession) -> str:
     """The aggregate query of a rule: `(bad, total)` for library metrics, one number for sql rules."""
     view = _view(rule)
     if rule.kind == "sql":
-        assert rule.query is not None
-        return substitute(rule.query, view, rule.column)
+        return substitute(rule, view)
     metric, col = rule.metric, _ident(rule.column) if rule.column else ""
     if metric == "rowCount":
         return f"SELECT count(*) FROM {view}"
@@ -427,15 +385,18 @@ def rule_sql(rule: Rule, session: LakeSession) -> str:
     if metric == "nullValues":
         return f"SELECT count(*) FILTER (WHERE {col} IS NULL), count(*) FROM {view}"
     if metric == "missingValues":
-        missing = [v for v in rule.arguments.get("missingValues", [None, ""]) if v is not None]
-        extra = f" OR {col} IN ({', '.join(_literal(v) for v in missing)})" if missing else ""
-        return f"SELECT count(*) FILTER (WHERE {col} IS NULL{extra}), count(*) FROM {view}"
+        return f"SELECT count(*) FILTER (WHERE {missing_condition(rule, col)}), count(*) FROM {view}"
     if metric == "invalidValues":
         # A list column (CPV codes) is checked value by value; nulls are missing, not invalid.
-        is_list = session.column_type(rule.table, rule.column or "").endswith("[]")
+        is_list = session.is_list(rule.table, rule.column or "")
         source = f"(SELECT unnest({col}) AS v FROM {view})" if is_list else f"(SELECT {col} AS v FROM {view})"
         return f"SELECT count(*) FILTER (WHERE NOT ({valid_condition(rule, 'v')})), count(v) FROM {source}"
     raise ContractError(rule.source, f"unknown metric {metric!r}", rule.id)
+
+
+def missing_condition(rule: Rule, col: str) -> str:
+    missing = [v for v in rule.arguments.get("missingValues", [None, ""]) if v is not None]
+    return f"{col} IS NULL" + (f" OR {col} IN ({', '.join(_literal(v) for v in missing)})" if missing else "")
 
 
 def valid_condition(rule: Rule, value: str) -> str:
@@ -448,10 +409,12 @@ def valid_condition(rule: Rule, value: str) -> str:
     return f"{value} IS NULL OR (" + " AND ".join(terms) + ")"
 
 
-def substitute(query: str, view: str, column: str | None) -> str:
-    out = query.replace("${object}", view).replace("${table}", view)
-    if column:
-        out = out.replace("${property}", _ident(column)).replace("${column}", _ident(column))
+def substitute(rule: Rule, view: str) -> str:
+    """A sql rule's query: `${object}` (or `${table}`) is `view`, `${property}` (or `${column}`) its column."""
+    assert rule.query is not None
+    out = rule.query.replace("${object}", view).replace("${table}", view)
+    if rule.column:
+        out = out.replace("${property}", _ident(rule.column)).replace("${column}", _ident(rule.column))
     return out
 
 
@@ -459,8 +422,7 @@ def offending_rows_sql(rule: Rule, session: LakeSession) -> str:
     """A query that lists the rows a rule counts as failing (for `placsp quality check --rows`)."""
     view = _view(rule)
     if rule.kind == "sql":
-        assert rule.query is not None
-        sql = substitute(rule.query, view, rule.column)
+        sql = substitute(rule, view)
         listed = re.sub(r"^\s*SELECT\s+count\(\*\)", "SELECT *", sql, count=1, flags=re.IGNORECASE)
         if listed == sql:
             raise ContractError(rule.source, "only a `SELECT count(*) FROM ...` sql rule can list its rows", rule.id)
@@ -472,11 +434,9 @@ def offending_rows_sql(rule: Rule, session: LakeSession) -> str:
     if rule.metric == "nullValues":
         return f"SELECT * FROM {view} WHERE {col} IS NULL"
     if rule.metric == "missingValues":
-        missing = [v for v in rule.arguments.get("missingValues", [None, ""]) if v is not None]
-        extra = f" OR {col} IN ({', '.join(_literal(v) for v in missing)})" if missing else ""
-        return f"SELECT * FROM {view} WHERE {col} IS NULL{extra}"
+        return f"SELECT * FROM {view} WHERE {missing_condition(rule, col)}"
     if rule.metric == "invalidValues":
-        if session.column_type(rule.table, rule.column or "").endswith("[]"):
+        if session.is_list(rule.table, rule.column or ""):
             bad = f"list_filter({col}, v -> NOT ({valid_condition(rule, 'v')}))"
             return f"SELECT *, {bad} AS invalid_values FROM {view} WHERE len({bad}) > 0"
         return f"SELECT * FROM {view} WHERE NOT ({valid_condition(rule, col)})"
@@ -488,11 +448,8 @@ def list_offending_rows(request: CheckRequest, rule_id: str, limit: int = 50) ->
     contracts = load_contracts(request.tables, request.contracts_dir)
     rule = next((r for c in contracts for r in c.rules if r.id == rule_id), None)
     if rule is None:
-        from placsp_provider.errors import ConfigError
-
         raise ConfigError(f"no rule {rule_id!r} in the contracts of {', '.join(request.tables)}")
-    run_columns = {c.table: c.run_column for c in contracts}
-    with LakeSession(request.lake, request.dataset, request.run_id, run_columns) as session:
+    with LakeSession(request, contracts) as session:
         sql = offending_rows_sql(rule, session)
         cursor = session.con.execute(f"{sql} LIMIT {int(limit)}")
         names = [d[0] for d in cursor.description or []]
@@ -502,7 +459,7 @@ def list_offending_rows(request: CheckRequest, rule_id: str, limit: int = 50) ->
 # -- the schema rule: the contract vs the Delta table -----------------------------------------------
 def schema_result(contract: Contract, session: LakeSession, dataset: str) -> RuleResult:
     fields = session.delta_schemas.get(contract.table)
-    path = session.table_path(contract.table)
+    path = table_path(session.lake, contract.table)
     if fields is None:
         problems = [f"no Delta table at {path}"]
     else:

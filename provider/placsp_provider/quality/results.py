@@ -10,53 +10,42 @@ run at once commit one after the other (delta-rs retries a commit whose version 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import asdict
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from placsp_provider.lake import QUALITY_RESULTS_TABLE, quality_results_path
+from placsp_provider.lake import quality_results_path
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
     from placsp_provider.quality.engine import RuleResult
 
-TABLE = QUALITY_RESULTS_TABLE
-COLUMNS = (
-    ("run_id", "string", False),
-    ("dataset", "string", False),
-    ("table_name", "string", False),
-    ("rule_id", "string", False),
-    ("kind", "string", False),  # library | sql | schema | volume
-    ("metric", "string", True),
-    ("column_name", "string", True),
-    ("dimension", "string", True),
-    ("severity", "string", False),
-    ("scope", "string", False),
-    ("expected", "string", False),
-    ("actual", "double", True),
-    ("success", "bool", False),
-    ("rows_checked", "int64", False),
-    ("message", "string", False),
-    ("checked_at", "timestamp", False),
-)
-
-
-def table_path(lake: str | Path) -> Path:
-    return quality_results_path(Path(lake))
-
 
 def schema() -> pa.Schema:
     import pyarrow as pa
 
-    types = {
-        "string": pa.string(),
-        "double": pa.float64(),
-        "bool": pa.bool_(),
-        "int64": pa.int64(),
-        "timestamp": pa.timestamp("us", tz="UTC"),
-    }
-    return pa.schema([pa.field(name, types[kind], nullable) for name, kind, nullable in COLUMNS])
+    return pa.schema(
+        [
+            pa.field("run_id", pa.string(), False),
+            pa.field("dataset", pa.string(), False),
+            pa.field("table_name", pa.string(), False),
+            pa.field("rule_id", pa.string(), False),
+            pa.field("kind", pa.string(), False),  # library | sql | schema | volume
+            pa.field("metric", pa.string(), True),
+            pa.field("column_name", pa.string(), True),
+            pa.field("dimension", pa.string(), True),
+            pa.field("severity", pa.string(), False),
+            pa.field("scope", pa.string(), False),
+            pa.field("expected", pa.string(), False),
+            pa.field("actual", pa.float64(), True),
+            pa.field("success", pa.bool_(), False),
+            pa.field("rows_checked", pa.int64(), False),
+            pa.field("message", pa.string(), False),
+            pa.field("checked_at", pa.timestamp("us", tz="UTC"), False),
+        ]
+    )
 
 
 def append_results(lake: str | Path, run_id: str, results: Iterable[RuleResult], checked_at: datetime) -> int:
@@ -64,33 +53,16 @@ def append_results(lake: str | Path, run_id: str, results: Iterable[RuleResult],
     import pyarrow as pa
     from deltalake import write_deltalake
 
-    rows = [_row(run_id, r, checked_at) for r in results]
+    # A row is the result's fields under the table's column names (`content`, `description` not kept).
+    rows = [
+        {**asdict(r), "run_id": run_id, "table_name": r.table, "column_name": r.column, "checked_at": checked_at}
+        for r in results
+    ]
     if not rows:
         return 0
     batch = pa.Table.from_pylist(rows, schema=schema())
-    write_deltalake(str(table_path(lake)), batch, mode="append", partition_by=["dataset"])
+    write_deltalake(str(quality_results_path(Path(lake))), batch, mode="append", partition_by=["dataset"])
     return len(rows)
-
-
-def _row(run_id: str, r: RuleResult, checked_at: datetime) -> dict[str, Any]:
-    return {
-        "run_id": run_id,
-        "dataset": r.dataset,
-        "table_name": r.table,
-        "rule_id": r.rule_id,
-        "kind": r.kind,
-        "metric": r.metric,
-        "column_name": r.column,
-        "dimension": r.dimension,
-        "severity": r.severity,
-        "scope": r.scope,
-        "expected": r.expected,
-        "actual": r.actual,
-        "success": r.success,
-        "rows_checked": r.rows_checked,
-        "message": r.message,
-        "checked_at": checked_at,
-    }
 
 
 def latest_results(lake: str | Path, dataset: str) -> list[dict[str, Any]]:
@@ -100,7 +72,7 @@ def latest_results(lake: str | Path, dataset: str) -> list[dict[str, Any]]:
 
     from placsp_provider.table_files import local_files
 
-    path = table_path(lake)
+    path = quality_results_path(Path(lake))
     if not (path / "_delta_log").is_dir():
         return []
     source = local_files(DeltaTable(str(path)), [("dataset", "=", dataset)])

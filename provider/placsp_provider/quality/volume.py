@@ -1,20 +1,13 @@
 """Volume anomaly: is a day's entry count inside what Prophet expects from the dataset's history?
 
-The series is the daily count of a dataset's entries by the UTC day of `updated`, read from Silver
-(only the `updated` column of the dataset's partition). A Prophet model with weekly seasonality
-(yearly once two years are known, Spanish national holidays from the `holidays` package) is fitted on
-the days before the checked day, at most `training_days` of them, and stored in the lake:
+The series, the model and the verdict: docs/data-quality.md ("The volume anomaly check"). The fitted
+model is stored in the lake, `<lake>/quality_models/volume/<dataset>.json` (`model` is
+`prophet.serialize.model_to_json`, beside its training window and settings), and reused while its
+training window ends within `max_model_age_days` before the checked day and its settings are the
+same: a backfill of an old day never uses a model that saw it.
 
-    <lake>/quality_models/volume/<dataset>.json   {"format", "prophet", "trained_from", "trained_to",
-                                                   "fitted_at", "interval_width", ..., "model"}
-
-(`model` is `prophet.serialize.model_to_json`). The stored model is reused while its training window
-ends within `max_model_age_days` before the checked day and its settings are the same; otherwise it is
-refitted (a daily schedule refits once a week; a backfill of an old day never uses a model that saw it).
-
-The day is an anomaly when its count is not strictly inside the forecast interval:
-`yhat_lower < count < yhat_upper` is normal; a count equal to a bound is already an anomaly. With fewer
-than `min_history_days` days of history the check is skipped with its reason, never a false alarm.
+A count equal to an interval bound is already an anomaly (`is_anomaly`). With fewer than
+`min_history_days` days of history the check is skipped with its reason, never a false alarm.
 Prophet's interval is simulated: the random generator is seeded, so a check is reproducible.
 """
 
@@ -211,7 +204,7 @@ def check_day(
     if stored is None:
         stored = _fit(series, config, dataset)
         _save(path, stored)
-    lower, predicted, upper = _forecast(stored["model"], day)
+    [(_, lower, predicted, upper)] = _predict(stored["model"], [day])
     return VolumeCheck(
         status="anomaly" if is_anomaly(count, lower, upper) else "ok",
         lower=lower,
@@ -283,7 +276,15 @@ def _fit(series: list[tuple[date, int]], config: VolumeConfig, dataset: str) -> 
     }
 
 
-def _forecast(model_json: str, day: date) -> tuple[float, float, float]:
+def forecast_band(lake: str | Path, dataset: str, days: list[date]) -> list[tuple[date, float, float, float]]:
+    """(day, lower, predicted, upper) of the stored model over `days` (for the report's chart)."""
+    path = model_path(lake, dataset)
+    if not path.is_file() or not days:
+        return []
+    return _predict(json.loads(path.read_text(encoding="utf-8"))["model"], days)
+
+
+def _predict(model_json: str, days: list[date]) -> list[tuple[date, float, float, float]]:
     import numpy as np
     import pandas as pd
     from prophet.serialize import model_from_json
@@ -291,22 +292,6 @@ def _forecast(model_json: str, day: date) -> tuple[float, float, float]:
     with _quiet():
         model = model_from_json(model_json)
         np.random.seed(SEED)  # Prophet simulates the interval with numpy's global generator
-        row = model.predict(pd.DataFrame({"ds": [pd.Timestamp(day)]})).iloc[0]
-    return float(row["yhat_lower"]), float(row["yhat"]), float(row["yhat_upper"])
-
-
-def forecast_band(lake: str | Path, dataset: str, days: list[date]) -> list[tuple[date, float, float, float]]:
-    """(day, lower, predicted, upper) of the stored model over `days` (for the report's chart)."""
-    import numpy as np
-    import pandas as pd
-    from prophet.serialize import model_from_json
-
-    path = model_path(lake, dataset)
-    if not path.is_file() or not days:
-        return []
-    with _quiet():
-        model = model_from_json(json.loads(path.read_text(encoding="utf-8"))["model"])
-        np.random.seed(SEED)
         frame = model.predict(pd.DataFrame({"ds": pd.to_datetime(days)}))
     return [
         (d, float(r["yhat_lower"]), float(r["yhat"]), float(r["yhat_upper"]))

@@ -11,15 +11,17 @@ from airflow.sdk import BaseSensorOperator, Context, PokeReturnValue
 from airflow.sdk.exceptions import AirflowFailException, AirflowSensorTimeout
 
 from placsp_provider import settings
-from placsp_provider.dead_letters.stats import validate_thresholds
+from placsp_provider.datasets import get_dataset
+from placsp_provider.dead_letters import stats
+from placsp_provider.dead_letters.stats import DeadLetterCounts, DeadLetterQuery, ThresholdCheck
 from placsp_provider.errors import PlacspError
 from placsp_provider.lake import resolve_lake
 from placsp_provider.operators.links import RunbookLink
 
 if TYPE_CHECKING:
-    from airflow.providers.openlineage.extractors import OperatorLineage
+    from pathlib import Path
 
-    from placsp_provider.dead_letters.stats import DeadLetterCounts, DeadLetterQuery, ThresholdCheck
+    from airflow.providers.openlineage.extractors import OperatorLineage
 
 XCOM_KEY = "dead_letter_check"
 
@@ -55,8 +57,7 @@ class DeadLetterThresholdSensor(BaseSensorOperator):
     OpenLineage (docs/lineage.md): the dead-letter table is the input, with the checks as
     `dataQualityAssertions` and the counts as `dataQualityMetrics`, on COMPLETE and on FAIL.
 
-    Counting reads the Delta table with delta-rs (no Spark): the `dataset` partition and the file
-    statistics of `run_id`/`status`/`stage`/`error_type` prune what is opened.
+    Counting reads the Delta table with delta-rs, no Spark (`dead_letters.stats`).
 
     :param dataset: dataset key or syndication id (templated).
     :param scope: `run` (this DAG run's dead letters) or `backlog` (all quarantined ones).
@@ -95,7 +96,7 @@ class DeadLetterThresholdSensor(BaseSensorOperator):
     ) -> None:
         super().__init__(**kwargs)
         # Only the arguments that are not templated: the others are checked once rendered, in execute.
-        validate_thresholds(scope=scope, severity=severity, max_count=max_count, max_ratio=max_ratio)
+        stats.validate_thresholds(scope=scope, severity=severity, max_count=max_count, max_ratio=max_ratio)
         self.dataset = dataset
         self.scope = scope
         self.stages = stages
@@ -136,8 +137,6 @@ class DeadLetterThresholdSensor(BaseSensorOperator):
         self.defer(trigger=trigger, method_name="execute_complete", timeout=timedelta(seconds=self.timeout + grace))
 
     def execute_complete(self, context: Context, event: dict[str, Any]) -> dict[str, Any]:
-        from placsp_provider.dead_letters.stats import DeadLetterCounts
-
         query = self._query(context)
         status = event["status"]
         if status == "error":
@@ -145,34 +144,26 @@ class DeadLetterThresholdSensor(BaseSensorOperator):
             # reason printable either way.
             raise PlacspError(f"dataset {query.dataset}: dead-letter check failed: {event['error']}")
         if status == "timeout" and self.scope == "run":
-            raise AirflowSensorTimeout(self._summary_timeout(query))
+            raise AirflowSensorTimeout(
+                f"dataset {query.dataset}: no Silver run summary at {_summary_file(query)} after {self.timeout:.0f} s: "
+                f"the Silver ingest of run {query.run_id} has not committed, so its dead letters cannot be judged yet"
+            )
         return self._conclude(context, query, DeadLetterCounts.from_dict(event["counts"]), event["entries_read"])
 
     # -- poke / reschedule path -------------------------------------------------------------------
     def poke(self, context: Context) -> bool | PokeReturnValue:
-        from placsp_provider.dead_letters import stats
-
         query = self._query(context)
-        assert query.dataset is not None
-        read = None
-        if self.scope == "run":
-            assert query.run_id is not None
-            if not stats.summary_exists(query.lake, query.dataset, query.run_id):
-                path = stats.summary_file(query.lake, query.dataset, query.run_id)
-                self.log.info("dataset %s: waiting for the Silver run summary %s", query.dataset, path)
-                return False
-            read = stats.entries_read(query.lake, query.dataset, query.run_id)
-        return PokeReturnValue(True, self._conclude(context, query, stats.count(query), read))
+        looked = stats.look(query)
+        if looked is None:
+            self.log.info("dataset %s: waiting for the Silver run summary %s", query.dataset, _summary_file(query))
+            return False
+        return PokeReturnValue(True, self._conclude(context, query, *looked))
 
     # -- shared -----------------------------------------------------------------------------------
     def _query(self, context: Context) -> DeadLetterQuery:
         """The rendered arguments, validated (templated fields are only known now)."""
-        from placsp_provider.datasets import get_dataset
-        from placsp_provider.dead_letters.stats import scope_query
-
-        lake = resolve_lake(self.lake)
-        return scope_query(
-            lake,
+        return stats.scope_query(
+            resolve_lake(self.lake),
             dataset=get_dataset(self.dataset).key,
             scope=self.scope,
             run_id=context["run_id"],
@@ -183,10 +174,8 @@ class DeadLetterThresholdSensor(BaseSensorOperator):
     def _conclude(
         self, context: Context, query: DeadLetterQuery, counts: DeadLetterCounts, read: int | None
     ) -> dict[str, Any]:
-        from placsp_provider.dead_letters.stats import evaluate, failure_message
-
         assert query.dataset is not None
-        checks = evaluate(
+        checks = stats.evaluate(
             counts,
             max_count=self.max_count,
             max_ratio=self.max_ratio,
@@ -198,7 +187,7 @@ class DeadLetterThresholdSensor(BaseSensorOperator):
         )
         self._checks, self._counts = checks, counts
         passed = all(c.success for c in checks)
-        message = None if passed else failure_message(checks, counts)
+        message = None if passed else stats.failure_message(checks, counts)
         result = {
             "passed": passed,
             "checks": [c.to_dict() for c in checks],
@@ -206,16 +195,15 @@ class DeadLetterThresholdSensor(BaseSensorOperator):
             "message": message,
         }
         context["ti"].xcom_push(key=XCOM_KEY, value=result)
-        if passed:
+        if message is None:
             self.log.info("dataset %s: %s", query.dataset, "; ".join(c.describe() for c in checks))
-            return result
-        assert message is not None
-        if self.severity == "warn":
+        elif self.severity == "warn":
             self.log.warning("%s", message)
-            return result
-        raise DeadLetterThresholdError(message, checks)
+        else:
+            raise DeadLetterThresholdError(message, checks)
+        return result
 
-    # -- OpenLineage: the dead-letter table in, with the checks and counts as data quality --------
+    # -- OpenLineage: the dead-letter table in, with the checks and counts as data quality ---------
     def get_openlineage_facets_on_start(self) -> OperatorLineage:
         from placsp_provider.lineage import sensor
 
@@ -226,18 +214,11 @@ class DeadLetterThresholdSensor(BaseSensorOperator):
 
         return sensor.on_complete(self, self._checks, self._counts)
 
-    def get_openlineage_facets_on_failure(self, task_instance: Any) -> OperatorLineage:
-        from placsp_provider.lineage import sensor
+    # A threshold that failed is the reason the task failed: its assertion goes on the FAIL event.
+    get_openlineage_facets_on_failure = get_openlineage_facets_on_complete
 
-        # A threshold that failed is the reason the task failed: its assertion goes on the FAIL event.
-        return sensor.on_complete(self, self._checks, self._counts)
 
-    def _summary_timeout(self, query: DeadLetterQuery) -> str:
-        from placsp_provider.dead_letters.stats import summary_file
-
-        assert query.dataset is not None and query.run_id is not None
-        path = summary_file(query.lake, query.dataset, query.run_id)
-        return (
-            f"dataset {query.dataset}: no Silver run summary at {path} after {self.timeout:.0f} s: the Silver "
-            f"ingest of run {query.run_id} has not committed, so its dead letters cannot be judged yet"
-        )
+def _summary_file(query: DeadLetterQuery) -> Path:
+    """The Silver run summary a scope `run` check waits for."""
+    assert query.dataset is not None and query.run_id is not None
+    return stats.summary_file(query.lake, query.dataset, query.run_id)

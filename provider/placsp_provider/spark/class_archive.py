@@ -136,8 +136,7 @@ def build(force: bool = False) -> Path | None:
         # Training: the classes of a real ingest (session, pages, Python workers, MERGEs into new and
         # existing tables) are the ones recorded.
         train = _run(
-            ["train", tmp],
-            {**env, "PLACSP_SPARK_JAVA_OPTIONS": f"{base} -XX:ArchiveClassesAtExit={staged} {_QUIET}"},
+            ["train", tmp], {**env, "PLACSP_SPARK_JAVA_OPTIONS": f"{base} -XX:ArchiveClassesAtExit={staged} {_QUIET}"}
         )
         if train.returncode != 0 or not staged.is_file():
             print(f"class archive: the training run failed; runs start without one\n{_tail(train)}", file=sys.stderr)
@@ -145,8 +144,7 @@ def build(force: bool = False) -> Path | None:
         # A JVM that cannot map it may crash: its hs_err file stays in the throwaway folder.
         crash = f"-XX:ErrorFile={tmp}/hs_err_%p.log"
         check = _run(
-            ["check"],
-            {**env, "PLACSP_SPARK_JAVA_OPTIONS": f"{base} -Xshare:on -XX:SharedArchiveFile={staged} {crash}"},
+            ["check"], {**env, "PLACSP_SPARK_JAVA_OPTIONS": f"{base} -Xshare:on -XX:SharedArchiveFile={staged} {crash}"}
         )
         if check.returncode != 0:
             print(f"class archive: a session could not map it; runs start without one\n{_tail(check)}", file=sys.stderr)
@@ -181,7 +179,7 @@ def _tail(result: subprocess.CompletedProcess[str]) -> str:
 def _train(workdir: Path) -> None:
     """Ingest two bundled pages into a fresh lake, the second into the tables the first made."""
     from placsp_provider.datasets import get_dataset
-    from placsp_provider.demo.samples import samples_dir
+    from placsp_provider.demo.samples import land_pages, samples_dir
     from placsp_provider.ingest.request import IngestRequest
     from placsp_provider.ingest.run import ingest
     from placsp_provider.lake import table_path
@@ -194,7 +192,7 @@ def _train(workdir: Path) -> None:
     for n, page in enumerate(
         (samples / "resolvedWithNoLots" / "version11.atom", samples / "resolvedWithLotsAllAwarded" / "version7.atom")
     ):
-        manifest = _land(lake, ds.key, page, f"train-{n}")
+        manifest = land_pages(lake, ds.key, [page], f"train-{n}")
         ingest(IngestRequest(ds, lake, f"train-{n}", manifests=(manifest,)), "spark", spark=spark)
     spark.read.format("delta").load(str(table_path(lake, "entries"))).count()
     _stop_jvm(spark)
@@ -210,37 +208,6 @@ def _stop_jvm(spark: SparkSession) -> None:
     if proc is not None:  # the JVM exits when the pipe pyspark holds open on its stdin closes
         proc.stdin.close()
         proc.wait(timeout=600)
-
-
-def _land(lake: Path, dataset: str, page: Path, run_id: str) -> Path:
-    from placsp_provider.bronze.manifest import LandedPage, Manifest
-    from placsp_provider.datasets import get_dataset
-    from placsp_provider.feed.page_scan import scan_page
-    from placsp_provider.lake import manifests_dir, page_file
-
-    ds = get_dataset(dataset)
-    body = page.read_bytes()
-    sha = hashlib.sha256(body).hexdigest()
-    final = page_file(lake, ds.key, page.name, sha)
-    final.parent.mkdir(parents=True, exist_ok=True)
-    final.write_bytes(body)
-    stamp = "2025-08-18T00:00:00Z"
-    manifest = Manifest(ds.key, ds.syndication_id, run_id, stamp, stamp, stamp, "class-archive://")
-    manifest.pages.append(
-        LandedPage.from_scan(
-            scan_page(final),
-            url=f"class-archive://{page.name}",
-            file=str(final.relative_to(lake)),
-            size=len(body),
-            sha256=sha,
-            source="feed",
-            newly_landed=True,
-        )
-    )
-    path = manifests_dir(lake, ds.key) / f"{run_id}.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(manifest.to_json())
-    return path
 
 
 def _check() -> None:

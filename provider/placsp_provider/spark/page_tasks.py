@@ -78,11 +78,7 @@ def _finish(tasks: Sequence[int], slots: int, task_cost: int) -> int:
 
 
 def plan_page_tasks(
-    sizes: Sequence[int],
-    slots: int,
-    *,
-    open_cost: int = SPARK_OPEN_COST,
-    max_split: int = SPARK_MAX_SPLIT,
+    sizes: Sequence[int], slots: int, *, open_cost: int = SPARK_OPEN_COST, max_split: int = SPARK_MAX_SPLIT
 ) -> TaskPlan | None:
     """The split size whose tasks finish first on `slots` cores, or None to leave Spark's own packing
     (one page, or so many bytes that every core gets many tasks).

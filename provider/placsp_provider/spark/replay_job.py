@@ -8,14 +8,12 @@ corrected `raw_record` by hand) that match the filters, oldest first, at most `m
 
 What happens to each, and nothing else can:
 - record-level (an entry or a tombstone): re-parsed and re-validated by `parse_dead_letter`, the
-  ingest's own code, in one Spark job whose tasks stage the rows. It reads the exact bytes the
-  ingest rejected (`raw_bytes`), or the record a person corrected (`dead_letters.record_bytes`):
-  the same bytes, the same verdict, so an unfixed dead letter can never become a Silver row.
-  Valid now: its rows are written into Silver by delta-rs from the driver, under the ingest's
-  newest-wins rule (`delta_rs.silver_write`, the writer of the ingest's batches up to
-  `PLACSP_DELTA_RS_WRITE_MAX_MB`), and the dead letter becomes `replayed` (`replayed_at`,
-  `replay_run_id`). Still failing: `attempts` + 1, `last_attempt_at`, the new error; `abandoned`
-  once `attempts` reaches `max_attempts`.
+  ingest's own code, in one Spark job whose tasks stage the rows, from the exact bytes the ingest
+  rejected (`raw_bytes`) or the record a person corrected: the same bytes, the same verdict, so an
+  unfixed dead letter can never become a Silver row. Valid now: its rows are written into Silver by
+  delta-rs from the driver, under the ingest's newest-wins rule, and the dead letter becomes
+  `replayed` (`replayed_at`, `replay_run_id`). Still failing: `attempts` + 1, `last_attempt_at`,
+  the new error; `abandoned` once `attempts` reaches `max_attempts`.
 - file-level (stage `reconciliation`, or a page-level parse failure): the Bronze file is reprocessed
   through the ingest's own steps (`ingest.run.staged`, then the delta-rs writer). The dead letter is
   recovered when that reprocess no longer produces it (its id is deterministic), else it is still
@@ -35,7 +33,7 @@ import logging
 import sys
 from collections import Counter, defaultdict
 from contextlib import AbstractContextManager
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -51,7 +49,7 @@ from placsp_provider.ingest.run import prepare_tables, staged
 from placsp_provider.lake import SILVER_TABLES, replay_summary_path, staging_dir
 from placsp_provider.settings import REPLAY_MAX_ATTEMPTS, REPLAY_MAX_RECORDS
 from placsp_provider.spark.routing import RECORD_KINDS, REPLAY_INPUT_COLUMNS
-from placsp_provider.spark.session import session_conf
+from placsp_provider.spark.session import get_session, session_conf
 from placsp_provider.spark.silver_job import SparkParser
 
 if TYPE_CHECKING:
@@ -89,21 +87,14 @@ class ReplayRequest:
             raise ConfigError(f"replay of {self.dataset}: since ({self.since}) is after until ({self.until})")
 
     def to_json(self) -> str:
-        data = asdict(self)
-        data["lake"] = str(self.lake)
-        data["since"] = self.since.isoformat() if self.since else None
-        data["until"] = self.until.isoformat() if self.until else None
-        return json.dumps(data, indent=2)
+        return json.dumps(asdict(self) | {"lake": str(self.lake)}, indent=2, default=date.isoformat)
 
     @classmethod
     def from_json(cls, text: str) -> ReplayRequest:
         data = json.loads(text)
-        for key in ("stages", "error_types", "dead_letter_ids"):
-            data[key] = tuple(data.get(key) or ())
-        data["lake"] = Path(data["lake"])
-        for key in ("since", "until"):
-            data[key] = date.fromisoformat(data[key]) if data.get(key) else None
-        return cls(**data)
+        days = {key: date.fromisoformat(data[key]) if data[key] else None for key in ("since", "until")}
+        lists = {key: tuple(data[key]) for key in ("stages", "error_types", "dead_letter_ids")}
+        return cls(**data | days | lists | {"lake": Path(data["lake"])})
 
     def filters(self) -> dict[str, Any]:
         return {
@@ -138,15 +129,6 @@ class Outcome:
     error_message: str | None = None
 
 
-@dataclass
-class _Counts:
-    selected: int = 0
-    recovered: int = 0
-    still_failing: int = 0
-    abandoned: int = 0
-    files: list[str] = field(default_factory=list)
-
-
 @dataclass(frozen=True)
 class Selection:
     """What a replay selected, as it was when selected."""
@@ -157,20 +139,16 @@ class Selection:
 
 
 def select(spark: SparkSession, request: ReplayRequest) -> Selection:
-    """The dead letters this replay owns (REPLAY_INPUT_COLUMNS), oldest first, at most `max_records`;
-    and the ids of those left out because their exact bytes cannot be known (written before
-    `raw_bytes` existed, with bytes that did not decode: `dead_letters.record_bytes.fill_legacy_bytes`).
-
-    Read once, by delta-rs in the driver (`dead_letters.selection`), and handed to the one Spark
-    job that re-parses them (`_reparse`): the selection is frozen, whatever the table becomes as the
-    replay writes.
-    """
+    """The dead letters this replay owns, and the ids of those left out because their exact bytes
+    cannot be known (`record_bytes.fill_legacy_bytes`). Read once, by delta-rs in the driver, and
+    handed to the one Spark job that re-parses them: frozen, whatever the table becomes as the
+    replay writes."""
     from placsp_provider.dead_letters.record_bytes import fill_legacy_bytes
     from placsp_provider.dead_letters.selection import select_dead_letters
 
     rows = select_dead_letters(
         request.lake,
-        get_dataset(request.dataset).key,
+        request.dataset,
         REPLAY_INPUT_COLUMNS,
         stages=request.stages,
         error_types=request.error_types,
@@ -229,7 +207,8 @@ def run_replay(spark: SparkSession, request: ReplayRequest) -> dict[str, Any]:
     if not request.dry_run and outcomes:
         _mark(lake, ds.key, request.run_id, list(outcomes.values()), selection.records, started)
     summary = _summary(request, ds, outcomes, reprocessed, silver, selection.needs_fix)
-    write_summary(summary, request)
+    if not request.dry_run:  # an audit copy in the lake, next to the ingest summaries
+        _write_json(replay_summary_path(lake, ds.key, request.run_id), summary)
     return summary
 
 
@@ -250,12 +229,12 @@ def _reparse(
     """One Spark job: the selection (read by delta-rs), its record-level dead letters re-parsed on the workers, their
     rows staged under `folder` (None: a dry run, nothing staged); one outcome per selected dead letter
     (routing.REPLAY_OUTCOME), and the selection (`select`)."""
-    from placsp_provider.spark.routing import make_replay_stager, replay_outcome_spark_schema
+    from placsp_provider.spark.routing import REPLAY_OUTCOME, make_replay_stager, spark_schema
 
     selection = select(spark, request)  # a local relation, sliced over the cores by Spark: no shuffle
     stager = make_replay_stager(ds, None if folder is None else str(folder))
     with _arrow_records_per_batch(spark, REPLAY_RECORDS_PER_BATCH):  # the job runs inside
-        return selection.letters.mapInArrow(stager, replay_outcome_spark_schema()).collect(), selection
+        return selection.letters.mapInArrow(stager, spark_schema(REPLAY_OUTCOME)).collect(), selection
 
 
 def _record_outcomes(ds: Dataset, request: ReplayRequest, reparsed: list[Row], outcomes: dict[str, Outcome]) -> None:
@@ -270,12 +249,8 @@ def _record_outcomes(ds: Dataset, request: ReplayRequest, reparsed: list[Row], o
         )
     for r in reparsed:
         outcome = outcomes[r["dead_letter_id"]]
-        if r["became"] == "dead_letters":
-            outcome.result, outcome.error_type, outcome.error_message = (
-                STILL_FAILING,
-                r["new_error_type"],
-                r["new_error_message"],
-            )
+        if r["became"] == "dead_letters":  # still failing (an outcome's default), with its new error
+            outcome.error_type, outcome.error_message = r["new_error_type"], r["new_error_message"]
         elif r["became"] in _BECAME:
             outcome.result = RECOVERED
 
@@ -284,12 +259,7 @@ _BECAME = ("entries", "tombstones", "dead_letters")
 
 
 def _merge_records(
-    ds: Dataset,
-    lake: Path,
-    request: ReplayRequest,
-    folder: Path,
-    reparsed: list[Row],
-    started: datetime,
+    ds: Dataset, lake: Path, request: ReplayRequest, folder: Path, reparsed: list[Row], started: datetime
 ) -> dict[str, Any]:
     """The recovered records' staged rows written into Silver under the ingest's rules, by the
     writer of rows (`ingest.engines.row_writer`: delta-rs, from the driver). A replay holds at most
@@ -332,8 +302,8 @@ def _replay_files(
     """Reprocess the Bronze files of whole-file dead letters through the normal ingest."""
     files = sorted({s.source_file for s in letters})
     ingest = IngestRequest(ds, lake, request.run_id, reprocess=True, only_files=tuple(files))
-    pages = list(manifest_pages(ingest).values())
-    found = {p.file for p in pages if (lake / p.file).is_file()}
+    pages = [p for p in manifest_pages(ingest).values() if (lake / p.file).is_file()]
+    found = {p.file for p in pages}
     for s in letters:
         if s.source_file not in found:
             outcome = outcomes[s.dead_letter_id]
@@ -342,7 +312,6 @@ def _replay_files(
                 f"Dataset {ds.key}, file {s.source_file}: replay {request.run_id} could not reprocess the file: "
                 "it is not in Bronze or in any extraction manifest (re-extract its interval, then replay again)"
             )
-    pages = [p for p in pages if p.file in found]
     if not pages:
         return [], {}
     log.info(
@@ -469,23 +438,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--summary-file", required=True, type=Path, help="where to write the summary JSON")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s %(message)s")
-    from placsp_provider.spark.session import get_session
-
     request = ReplayRequest.from_json(args.request.read_text())
     summary = run_replay(get_session("placsp-dead-letter-replay"), request)
-    args.summary_file.parent.mkdir(parents=True, exist_ok=True)
-    args.summary_file.write_text(json.dumps(summary, indent=2, sort_keys=True, default=str))
+    _write_json(args.summary_file, summary)
     print(describe(summary))
     return 0
 
 
-def write_summary(summary: dict[str, Any], request: ReplayRequest) -> None:
-    """An audit copy of the summary in the lake, next to the ingest summaries; a dry run writes nothing."""
-    if request.dry_run:
-        return
-    target = replay_summary_path(request.lake.resolve(), summary["dataset"], request.run_id)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(json.dumps(summary, indent=2, sort_keys=True, default=str))
+def _write_json(path: Path, summary: dict[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(summary, indent=2, sort_keys=True, default=str))
 
 
 if __name__ == "__main__":

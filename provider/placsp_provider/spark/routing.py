@@ -51,18 +51,20 @@ def stage_pages(spark: SparkSession, dataset: Dataset, lake: str, files: list[st
     Spark lists the files (a missing one fails here, before any work) and splits them into tasks by
     size; each worker reads its pages itself, not through the JVM (decision 0011).
     """
+    listing = spark.read.format("binaryFile").load(files).select("path")
+    return listing.mapInArrow(make_stager(dataset, lake, staging), spark_schema(TALLY))
+
+
+def spark_schema(schema: pa.Schema) -> StructType:
+    """An Arrow schema as Spark's (UTC-aware Arrow timestamps: Spark TIMESTAMP)."""
     from pyspark.sql.pandas.types import from_arrow_schema
 
-    listing = spark.read.format("binaryFile").load(files).select("path")
-    schema = from_arrow_schema(TALLY, prefer_timestamp_ntz=False)
-    return listing.mapInArrow(make_stager(dataset, lake, staging), schema)
+    return from_arrow_schema(schema, prefer_timestamp_ntz=False)
 
 
 def table_spark_schema(table: str) -> StructType:
     """The Spark schema of a table's staged rows (`ingest.tables.staged_schema`)."""
-    from pyspark.sql.pandas.types import from_arrow_schema
-
-    return from_arrow_schema(staged_schema(table), prefer_timestamp_ntz=False)
+    return spark_schema(staged_schema(table))
 
 
 # -- replay: selected dead letters -> rows staged as Parquet, one outcome per dead letter back -------
@@ -70,14 +72,7 @@ def table_spark_schema(table: str) -> StructType:
 # worker writes them as Parquet and sends back only what became of each dead letter (decision 0025).
 RECORD_KINDS = ("entry", "tombstone")  # what the replay re-parses; any other record kind stands for a file
 SELECTED_COLUMNS = ("dead_letter_id", "stage", "error_type", "record_kind", "source_file", "entry_id", "status")
-REPLAY_INPUT_COLUMNS = (
-    *SELECTED_COLUMNS,
-    "attempts",
-    "raw_record",
-    "raw_bytes",
-    "namespace_context",
-    "record_offset",
-)
+REPLAY_INPUT_COLUMNS = (*SELECTED_COLUMNS, "attempts", "raw_record", "raw_bytes", "namespace_context", "record_offset")
 REPLAY_OUTCOME = pa.schema(
     [
         *(pa.field(c, pa.string(), nullable=c in ("entry_id",)) for c in SELECTED_COLUMNS),
@@ -123,7 +118,7 @@ class _TaskStage:
         try:
             for table, (writer, tmp) in self._writers.items():
                 writer.close()
-                os.replace(tmp, staged_file_of(self.staging, table, self.key))
+                os.replace(tmp, f"{self.staging}/{table}/{self.key}.parquet")
         except OSError as err:
             self.abort()
             raise self._error(err) from err
@@ -141,11 +136,6 @@ class _TaskStage:
             "must be able to write under the lake's _staging folder (and the disk must have room)"
         )
         return BronzePageError(self.dataset.key, "dead letters", reason, stage="staging")
-
-
-def staged_file_of(staging: str, table: str, key: str) -> str:
-    """A replay task's staged rows of `table` (`staged_key` of its outcomes)."""
-    return f"{staging}/{table}/{key}.parquet"
 
 
 def replay_dead_letters(letters: list[dict[str, Any]], *, dataset: Dataset, stage: _TaskStage | None) -> pa.RecordBatch:
@@ -202,9 +192,3 @@ def make_replay_stager(
             raise
 
     return replay
-
-
-def replay_outcome_spark_schema() -> StructType:
-    from pyspark.sql.pandas.types import from_arrow_schema
-
-    return from_arrow_schema(REPLAY_OUTCOME, prefer_timestamp_ntz=False)

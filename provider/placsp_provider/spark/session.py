@@ -83,17 +83,12 @@ def get_session(app_name: str = "placsp", extra: dict[str, str] | None = None) -
     for key, value in spark_env().items():  # executors must run this same interpreter
         if key.startswith(("PYSPARK_", "SPARK_HOME")):
             os.environ.setdefault(key, value)
-    builder = SparkSession.builder.appName(app_name)
     conf = {**DELTA_CONF}
     # Under spark-submit the JVM is already up with master, jars and the operator's conf, and
     # Python is told where to find it: then only our Delta settings are (re)applied.
-    submitted = "PYSPARK_GATEWAY_PORT" in os.environ
-    if not submitted:
+    if "PYSPARK_GATEWAY_PORT" not in os.environ:
         conf.update(local_conf())
-    conf.update(extra or {})
-    for key, value in conf.items():
-        builder = builder.config(key, value)
-    session = builder.getOrCreate()
+    session = SparkSession.builder.appName(app_name).config(map={**conf, **(extra or {})}).getOrCreate()
     session.sparkContext.setLogLevel(os.environ.get("PLACSP_SPARK_LOG_LEVEL", "WARN"))
     return session
 

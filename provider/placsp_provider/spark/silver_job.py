@@ -103,20 +103,17 @@ class SparkWriter(_Session):
         # files done; every MERGE idempotent, so a commit conflict with a concurrent writer (a replay,
         # another ingest) is met by doing it all again.
         def write() -> dict[str, Any]:
-            def silver() -> dict[str, dict[str, int]]:
-                return merge_silver(
+            steps: dict[str, Callable[[], Any]] = {
+                "silver": lambda: merge_silver(
                     spark, lake, dataset, rows, batch.run_id, batch.started, plan.sizes, plan.repeated_versions
                 )
-
-            def dead_letters() -> dict[str, int]:
-                return insert_only(spark, lake, DEAD_LETTER_TABLE, dataset, letters, ("dead_letter_id",))
-
+            }
             if plan.sizes[DEAD_LETTER_TABLE]:
-                both: dict[str, Callable[[], Any]] = {"silver": silver, "dead_letters": dead_letters}
-                done = run_together(spark, both)
-                metrics = {**done["silver"], "dead_letters": done["dead_letters"]}
-            else:
-                metrics = {**silver(), "dead_letters": nothing_changed()}
+                steps["dead_letters"] = lambda: insert_only(
+                    spark, lake, DEAD_LETTER_TABLE, dataset, letters, ("dead_letter_id",)
+                )
+            done = run_together(spark, steps)
+            metrics = {**done["silver"], "dead_letters": done.get("dead_letters", nothing_changed())}
             record_reconciliation(spark, lake, dataset, reconciliation)
             return metrics
 

@@ -7,7 +7,6 @@ datasets never conflict.
 from __future__ import annotations
 
 import functools
-import logging
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor, wait
 from pathlib import Path
@@ -21,7 +20,6 @@ from placsp_provider.spark.tables import spark_table_schema
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
@@ -63,6 +61,12 @@ def _execute(merge: Any) -> dict[str, int]:
     return {name: int(row[column] or 0) for name, column in _MERGE_COUNTS.items()}
 
 
+def _delta(spark: SparkSession, lake: Path, table: str) -> Any:
+    from delta.tables import DeltaTable
+
+    return DeltaTable.forPath(spark, str(table_path(lake, table)))
+
+
 def _conform(df: DataFrame, table: str) -> DataFrame:
     """Columns in the table's order and types (so MERGE ... InsertAll never guesses)."""
     from pyspark.sql import functions as F
@@ -101,23 +105,21 @@ def merge_silver(
     and even an empty MERGE costs a second and several Spark jobs (decision 0002). A table missing
     from `sizes` is MERGEd whatever its size.
 
-    `repeated_versions`: how many valid entry records of the batch's files repeat the (entry_id,
-    updated) of an earlier record in the same file, where the caller counted them (the ingest's
-    router). A version's child rows come from one file only (the winner's), and one record's child
-    keys are unique (positions; lot ids are validated), so with none repeated the children need no
-    dedup: Spark's dedup sorts every child row twice (first() of strings is a sort aggregate), the
-    largest per-row cost of the write (decision 0020). None: not counted, dedup.
+    `repeated_versions`: valid entry records of the batch's files that repeat the (entry_id, updated)
+    of an earlier record in their file (None: not counted). A version's child rows come from one
+    record, whose child keys are unique (positions; validated lot ids), so with none repeated the
+    children skip Spark's dedup, the largest per-row cost of the write (decision 0020).
     """
-    from delta.tables import DeltaTable
     from pyspark.sql import functions as F
 
     stamp = {"_ingest_run_id": F.lit(run_id), "_ingested_at": F.lit(ingested_at).cast("timestamp")}
     metrics: dict[str, dict[str, int]] = {t: nothing_changed() for t in ("entries", *CHILD_TABLES)}
     if _known_empty(sizes, "entries"):  # children come only with valid entries: tombstones alone
-        metrics["tombstones"] = _merge_tombstones(spark, lake, dataset, rows["tombstones"], None, stamp, sizes)
+        logged = _insert_tombstones(spark, lake, dataset, rows["tombstones"], stamp, sizes)
+        applied = _apply_tombstones(spark, lake, dataset, rows["tombstones"], None, sizes)
+        metrics["tombstones"] = {**logged, "applied_to_entries": applied}
         return metrics
-    entries_path = table_path(lake, "entries")
-    target = DeltaTable.forPath(spark, str(entries_path))
+    target = _delta(spark, lake, "entries")
 
     best = winners(rows["entries"]).withColumns(stamp)
     best = best.withColumn("deleted_at", F.lit(None).cast("timestamp")).withColumn(
@@ -168,9 +170,9 @@ def merge_silver(
         )
 
     def delete_children(table: str) -> int:
-        child = DeltaTable.forPath(spark, str(table_path(lake, table)))
         return _execute(
-            child.alias("t")
+            _delta(spark, lake, table)
+            .alias("t")
             .merge(eligible.alias("s"), rules.on(("entry_id",), dataset))
             .whenMatchedDelete(condition=rules.CHILD_IS_OLDER),
         )["deleted"]
@@ -192,9 +194,9 @@ def merge_silver(
         )
         if repeated_versions != 0:
             fresh = fresh.dropDuplicates(list(keys))
-        child = DeltaTable.forPath(spark, str(table_path(lake, table)))
         return _execute(
-            child.alias("t")
+            _delta(spark, lake, table)
+            .alias("t")
             .merge(_conform(fresh, table).alias("s"), rules.on(keys, dataset))
             .whenNotMatchedInsertAll(),
         )
@@ -258,32 +260,16 @@ def _known_empty(sizes: Mapping[str, int] | None, table: str) -> bool:
     return sizes is not None and sizes.get(table) == 0
 
 
-def _merge_tombstones(
-    spark: SparkSession,
-    lake: Path,
-    dataset: str,
-    batch: DataFrame,
-    best: DataFrame | None,
-    stamp: dict,
-    sizes: Mapping[str, int] | None,
-) -> dict[str, int]:
-    """The tombstone log's insert, then the tombstones applied to `entries`."""
-    counts = _insert_tombstones(spark, lake, dataset, batch, stamp, sizes)
-    return {**counts, "applied_to_entries": _apply_tombstones(spark, lake, dataset, batch, best, sizes)}
-
-
 def _insert_tombstones(
     spark: SparkSession, lake: Path, dataset: str, batch: DataFrame, stamp: dict, sizes: Mapping[str, int] | None
 ) -> dict[str, int]:
-    from delta.tables import DeltaTable
-
     if _known_empty(sizes, "tombstones"):
         return nothing_changed()
-    log = DeltaTable.forPath(spark, str(table_path(lake, "tombstones")))
     keys = BUSINESS_KEYS["tombstones"]
     fresh = greatest(batch, keys, rules.TOMBSTONE_ORDER).withColumns(stamp)
     return _execute(
-        log.alias("t")
+        _delta(spark, lake, "tombstones")
+        .alias("t")
         .merge(_conform(fresh, "tombstones").alias("s"), rules.on(keys, dataset))
         .whenMatchedUpdateAll(condition=rules.TOMBSTONE_REPLACES)
         .whenNotMatchedInsertAll(),
@@ -302,7 +288,6 @@ def _apply_tombstones(
     `versions` at least as new as Silver's), whichever run brought it: a tombstone may arrive before
     the version it deletes, or after. Also when the entries MERGE changed nothing: a run that died
     right after it left the new versions without their tombstone. Returns the entries updated."""
-    from delta.tables import DeltaTable
     from pyspark.sql import functions as F
 
     no_tombstones = _known_empty(sizes, "tombstones")
@@ -310,15 +295,15 @@ def _apply_tombstones(
     if not touching:
         return 0
     touched = touching[0].union(touching[1]) if len(touching) == 2 else touching[0]
-    log = DeltaTable.forPath(spark, str(table_path(lake, "tombstones")))
     latest = (
-        log.toDF()
+        _delta(spark, lake, "tombstones")
+        .toDF()
         .where(F.col("dataset") == dataset)
         .join(touched.distinct(), "entry_id")
         .groupBy("dataset", "entry_id")
         .agg(F.max("deleted_at").alias("deleted_at"), F.max_by("deletion_type", "deleted_at").alias("deletion_type"))
     )
-    entries = DeltaTable.forPath(spark, str(table_path(lake, "entries")))
+    entries = _delta(spark, lake, "entries")
     applies = rules.TOMBSTONE_APPLIES
     # Most batches have no tombstone that changes one of their entries, and a MERGE that changes
     # nothing still held the write's last round for 1-4 s (decision 0026): asked first with one small
@@ -341,11 +326,8 @@ def _apply_tombstones(
 def insert_only(
     spark: SparkSession, lake: Path, table: str, dataset: str, df: DataFrame, keys: tuple[str, ...]
 ) -> dict[str, int]:
-    from delta.tables import DeltaTable
-
-    path = table_path(lake, table)
     return _execute(
-        DeltaTable.forPath(spark, str(path))
+        _delta(spark, lake, table)
         .alias("t")
         .merge(_conform(df, table).dropDuplicates(list(keys)).alias("s"), rules.on(keys, dataset))
         .whenNotMatchedInsertAll(),
@@ -355,11 +337,8 @@ def insert_only(
 def record_reconciliation(spark: SparkSession, lake: Path, dataset: str, df: DataFrame) -> dict[str, int]:
     """One row per Bronze file, its latest outcome: a reprocessed file that now adds up turns from
     quarantined to reconciled; an identical rerun changes nothing."""
-    from delta.tables import DeltaTable
-
-    path = table_path(lake, "reconciliation")
     return _execute(
-        DeltaTable.forPath(spark, str(path))
+        _delta(spark, lake, "reconciliation")
         .alias("t")
         .merge(_conform(df, "reconciliation").alias("s"), rules.on(("source_file",), dataset))
         .whenMatchedUpdateAll(condition=rules.RECONCILIATION_CHANGES)

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from placsp_provider.ingest.tables import add_missing_columns, has_commit, table_schema
 from placsp_provider.lake import LAKE_TABLES, table_path
+from placsp_provider.spark.routing import spark_schema
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -21,10 +22,8 @@ log = logging.getLogger(__name__)
 
 
 def spark_table_schema(table: str) -> StructType:
-    """A lake table's columns as a Spark StructType (UTC-aware Arrow timestamps: Spark TIMESTAMP)."""
-    from pyspark.sql.pandas.types import from_arrow_schema
-
-    return from_arrow_schema(table_schema(table), prefer_timestamp_ntz=False)
+    """A lake table's columns as a Spark StructType."""
+    return spark_schema(table_schema(table))
 
 
 # A table's `_delta_log` folder without a commit: Delta makes the folder, then writes version 0 into

@@ -40,16 +40,11 @@ ERROR = "error"
 class DeadLetterThresholdTrigger(BaseTrigger):
     """Poll the lake every `poke_interval` seconds until the check can be decided or `deadline` passes.
 
-    :param lake: lake root (absolute path).
-    :param dataset: dataset key (the `dead_letters` partition).
-    :param scope: `run` or `backlog`.
-    :param run_id: the Airflow run id (scope `run`).
-    :param stages: count only these stages (any of them); None for all.
-    :param error_types: count only these error types; None for all.
+    The sensor's rendered arguments (`scope_query`), and:
+
     :param max_count: scope `backlog`: fire as soon as the count exceeds it.
     :param deadline: UNIX time (seconds) after which the trigger fires `timeout`; at least one poll
         always happens first.
-    :param poke_interval: seconds between polls.
     :param first_poll_after: seconds to wait before the first poll (the sensor's `settle_seconds`).
     """
 
@@ -135,13 +130,12 @@ class DeadLetterThresholdTrigger(BaseTrigger):
             stages=self.stages or (),
             error_types=self.error_types or (),
         )
+        looked = stats.look(query)
+        if looked is None:
+            return None, {}
+        counts, read = looked
         if self.scope == "run":
-            assert self.run_id is not None  # scope_query refuses scope run without one
-            if not stats.summary_exists(self.lake, self.dataset, self.run_id):
-                return None, {}
-            read = stats.entries_read(self.lake, self.dataset, self.run_id)
-            return SUMMARY_VISIBLE, {"counts": stats.count(query).to_dict(), "entries_read": read}
-        counts = stats.count(query)
+            return SUMMARY_VISIBLE, {"counts": counts.to_dict(), "entries_read": read}
         crossed = self.max_count is not None and counts.total > self.max_count
         return (THRESHOLD_CROSSED if crossed else None), {"counts": counts.to_dict()}
 
