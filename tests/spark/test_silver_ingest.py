@@ -309,56 +309,8 @@ def test_identical_rerun_changes_nothing(spark, trap_lake) -> None:
     assert snapshot(spark, lake) == before
 
 
-# -- newest wins and tombstones across runs ----------------------------------------------------------
-def test_newest_wins_and_tombstones_apply_only_when_not_older(spark, tmp_path: Path) -> None:
-    lake = tmp_path / "lake"
-    # run 1: entry 1 (Jan 3), entry 2 (Jan 3), and a tombstone for 3 that arrives BEFORE entry 3
-    p1 = {"p1.atom": page([(1, day(3)), (2, day(3))], tombstones=[(3, day(4))])}
-    land(lake, "agregadas", p1, "2022-01-03")
-    ingest(spark, lake, "agregadas", "r1")
-    assert assert_conserved(spark, lake, "agregadas", "r1", listed(p1)).silver_rows_of_run == 3
-    # run 2: a newer version of 1, an OLDER version of 2 (must not win), entry 3 updated before its
-    # tombstone (so it is deleted), and a tombstone for 1 older than its new version (not applied)
-    p2 = {"p2.atom": page([(1, day(5)), (2, day(2)), (3, day(3))], tombstones=[(1, day(4, 1))])}
-    land(lake, "agregadas", p2, "2022-01-05")
-    ingest(spark, lake, "agregadas", "r2")
-    # 4 records read, all held by Silver; entry 2's older copy is held by the version of r1
-    assert assert_conserved(spark, lake, "agregadas", "r2", listed(p2)).silver_rows_of_run == 3
-    got = {r[0].rsplit("/", 1)[-1]: r[1:] for r in rows(spark, lake, "entries", "entry_id", "updated", "deleted_at")}
-    assert str(got["1"][0]).startswith("2022-01-05") and got["1"][1] is None
-    assert str(got["2"][0]).startswith("2022-01-03")
-    assert str(got["3"][1]).startswith("2022-01-04")
-    # run 3: entry 3 comes back, newer than its tombstone: revived
-    p3 = {"p3.atom": page([(3, day(6))])}
-    land(lake, "agregadas", p3, "2022-01-06")
-    ingest(spark, lake, "agregadas", "r3")
-    assert assert_conserved(spark, lake, "agregadas", "r3", listed(p3)).silver_rows_of_run == 1
-    (row,) = rows(spark, lake, "entries", "updated", "deleted_at", where=f"entry_id = '{ID_PREFIX}3'")
-    assert str(row[0]).startswith("2022-01-06") and row[1] is None
-    assert table(spark, lake, "tombstones").count() == 2
-    # run 4: another version of 2 with the SAME updated (a correction that did not bump it) and one
-    # more result, in a page whose name sorts after p1's: it wins (ingest.rules, decision 0036), whole:
-    # Silver never mixes two versions of one entry
-    other = page([(2, day(3))])
-    start = other.index(b"<cac:TenderResult>")
-    end = other.index(b"</cac:TenderResult>") + len(b"</cac:TenderResult>")
-    other = other[:end] + other[start:end] + other[end:]
-    land(lake, "agregadas", {"p4.atom": other}, "2022-01-07")
-    ingest(spark, lake, "agregadas", "r4")
-    assert assert_conserved(spark, lake, "agregadas", "r4", listed({"p4.atom": other})).silver_rows_of_run == 1
-    (kept,) = rows(spark, lake, "entries", "_source_file", "result_count", where=f"entry_id = '{ID_PREFIX}2'")
-    assert "p4." in kept[0] and kept[1] == 2
-    results = table(spark, lake, "results").where(f"entry_id = '{ID_PREFIX}2'")
-    assert [r._source_file.split("/")[-1][:3] for r in results.collect()] == ["p4.", "p4."]
-    # run 5: a page of tombstones only (no entries MERGE runs): the one newer than entry 1 applies
-    p5 = {"p5.atom": page([], tombstones=[(1, day(7)), (2, day(1))])}
-    land(lake, "agregadas", p5, "2022-01-08")
-    ingest(spark, lake, "agregadas", "r5")
-    assert assert_conserved(spark, lake, "agregadas", "r5", listed(p5)).silver_rows_of_run == 2
-    got = {r[0].rsplit("/", 1)[-1]: r[1] for r in rows(spark, lake, "entries", "entry_id", "deleted_at")}
-    assert str(got["1"]).startswith("2022-01-07") and got["2"] is None
-
-
+# -- newest wins and tombstones across runs: tests/spark/test_delta_rs_ingest.py walks them, batch by
+# batch, on every engine ------------------------------------------------------------------------------
 def _two_results(body: bytes) -> bytes:
     start = body.index(b"<cac:TenderResult>")
     end = body.index(b"</cac:TenderResult>") + len(b"</cac:TenderResult>")
