@@ -164,4 +164,4 @@ def report(raw: dict[int, dict[str, Any]], seconds: float) -> BenchResult:
 
 
 if __name__ == "__main__":
-    child_main({"check": _child_check, "reference": _child_reference})
+    child_main(globals())

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks._common import BenchResult, Table, child_main, med, peak_rss_mb, run_child
+from benchmarks._lake import append_rows
 
 NAME = "dead_letters"
 TITLE = "Dead-letter threshold check (delta-rs, pruned) vs full table scan"
@@ -139,15 +140,8 @@ def _table_facts(lake: Path) -> dict[str, Any]:
 def _write_table(lake: Path, cfg: Config) -> dict[str, Any]:
     """`cfg.runs` commits of ~rows/runs rows; returns the exact counts by (dataset, stage, run, status)."""
     import numpy as np
-    import pyarrow as pa
-    from deltalake import write_deltalake
-
-    from placsp_provider.ingest.tables import table_schema
-    from placsp_provider.lake import table_path
 
     rng = np.random.default_rng(SEED)
-    schema = table_schema("dead_letters")
-    path = str(table_path(lake, "dead_letters"))
     counts: Counter[tuple[str, str, str, str]] = Counter()
     run_ids = []
     per_run = cfg.rows // cfg.runs
@@ -171,7 +165,7 @@ def _write_table(lake: Path, cfg: Config) -> dict[str, Any]:
             status = "replayed" if replayed[i] else "quarantined"
             counts[(dataset, stage, run_id, status)] += 1
             rows.append(_row(dataset, stage, error_type, status, run_id, r, i))
-        write_deltalake(path, pa.Table.from_pylist(rows, schema=schema), partition_by=["dataset"], mode="append")
+        append_rows(lake, "dead_letters", rows)
     return {"counts": counts, "run_ids": run_ids}
 
 
@@ -196,12 +190,9 @@ def _row(dataset: str, stage: str, error_type: str, status: str, run_id: str, r:
     page = i // 400
     source = f"bronze/{dataset}/pages/{dataset}_{r:03d}_{page:04d}.{n % 65536:04x}{page:04x}.atom"
     offset = (i % 400) * 21_000
-    raw = (
-        ""
-        if stage == "reconciliation"
-        else _RAW.format(path=dataset, n=n, amount=f"{n % 99991},{i % 100:02d}", lot=i % 7, hh=i % 24)
-    )
     kind = "file" if stage == "reconciliation" else "entry"
+    amount = f"{n % 99991},{i % 100:02d}"
+    raw = "" if kind == "file" else _RAW.format(path=dataset, n=n, amount=amount, lot=i % 7, hh=i % 24)
     return {
         "dataset": dataset,
         "source_file": source,
@@ -249,7 +240,7 @@ def _warm_imports() -> None:
     import placsp_provider.dead_letters.stats  # noqa: F401
 
 
-def _child_count(payload: dict[str, Any]) -> dict[str, Any]:
+def _child_check(payload: dict[str, Any]) -> dict[str, Any]:
     _warm_imports()
     from placsp_provider.dead_letters.stats import count
 
@@ -292,7 +283,7 @@ def _child_full_scan(payload: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-_HANDLERS = {"check": _child_count, "run": _child_count, "backlog": _child_count, "full_scan": _child_full_scan}
+_child_run = _child_backlog = _child_check  # the sensor's two scopes: the same count, other selections
 
 
 # -- report ---------------------------------------------------------------------------------------
@@ -337,4 +328,4 @@ def report(raw: dict[str, Any], seconds: float) -> BenchResult:
 
 
 if __name__ == "__main__":
-    child_main(_HANDLERS)
+    child_main(globals())

@@ -565,7 +565,6 @@ def _take_pair(tombs: list[_Item], entries: list[_Item], after: bool) -> tuple[_
 
 
 def _on_side(when: datetime, older: bool, entry: _Item) -> bool:
-    """Is `entry` older (or newer) than a tombstone dated `when`?"""
     return entry.when < when if older else entry.when > when
 
 
