@@ -225,13 +225,8 @@ def run_child(module: str, payload: dict[str, Any], timeout: float = 1200, measu
         # (the child itself, not the JVM it leaves behind) is exact. Take the larger.
         child_cpu = max(tree.cpu_seconds(), cpu_seconds(resource.RUSAGE_CHILDREN) - reaped0)
         other = max(busy_cpu_seconds() - busy0 - child_cpu, 0.0)
-        result["other_load"] = {
-            "wall_s": wall,
-            "child_cpu_s": child_cpu,
-            "other_cpu_s": other,
-            "cores": other / wall,
-            "tree": tree.report(),
-        }
+        load = {"wall_s": wall, "child_cpu_s": child_cpu, "other_cpu_s": other, "cores": other / wall}
+        result["other_load"] = load | {"tree": tree.report()}
     return result
 
 

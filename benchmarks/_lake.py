@@ -99,15 +99,8 @@ def delta_commits(spark: Any, lake: Path, since: dict[str, int]) -> list[dict[st
                 metrics = {k: int(v) for k, v in (r["operationMetrics"] or {}).items() if str(v).isdigit()}
                 # A commit delta-rs made (the replay's status) names them its own way.
                 metrics |= {o: metrics[t] for o, t in _DELTA_RS_METRICS.items() if t in metrics and o not in metrics}
-                out.append(
-                    {
-                        "table": table,
-                        "version": r["version"],
-                        "operation": r["operation"],
-                        "metrics": metrics,
-                        "committed_at": r["timestamp"].timestamp(),
-                    }
-                )
+                commit = {"table": table, "version": r["version"], "operation": r["operation"], "metrics": metrics}
+                out.append(commit | {"committed_at": r["timestamp"].timestamp()})
     return out
 
 
@@ -153,7 +146,6 @@ def lake_contents(spark: Any, lake: Path) -> dict[str, dict[str, Any]]:
     out = {}
     for table, path in lake_tables(lake).items():
         df = spark.read.format("delta").load(str(path))
-        kept = df.select(*[f"`{c}`" for c in df.columns if c not in CLOCK_COLUMNS])
-        row = hash_all(kept)
+        row = hash_all(df.select(*[f"`{c}`" for c in df.columns if c not in CLOCK_COLUMNS]))
         out[table] = {"rows": row["n"], "checksum": f"{(row['h'] or 0) & (2**64 - 1):016x}"}
     return out

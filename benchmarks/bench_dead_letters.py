@@ -90,15 +90,8 @@ def run(quick: bool = False) -> BenchResult:
                 payload = {"task": name, "lake": str(lake), "selection": cases[name]}
                 measures[name].append(run_child(__name__, payload))
         files_opened = {name: _files_opened(lake, cases[name], name == "full_scan") for name in cases}
-    raw = {
-        "config": cfg.__dict__,
-        "quick": quick,
-        "table": table | {"generation_seconds": generation_s},
-        "cases": cases,
-        "files_opened": files_opened,
-        "expected": expected,
-        "measures": measures,
-    }
+    raw = {"config": cfg.__dict__, "quick": quick, "table": table | {"generation_seconds": generation_s}}
+    raw |= {"cases": cases, "files_opened": files_opened, "expected": expected, "measures": measures}
     return report(raw, time.perf_counter() - started)
 
 
@@ -220,13 +213,8 @@ def _row(dataset: str, stage: str, error_type: str, status: str, run_id: str, r:
 def _query(lake: Path, selection: dict[str, Any]) -> Any:
     from placsp_provider.dead_letters.stats import DeadLetterQuery
 
-    return DeadLetterQuery(
-        str(lake),
-        dataset=selection.get("dataset"),
-        run_id=selection.get("run_id"),
-        status=selection.get("status"),
-        stages=tuple(selection.get("stages") or ()),
-    )
+    scope: dict[str, Any] = {k: selection.get(k) for k in ("dataset", "run_id", "status")}
+    return DeadLetterQuery(str(lake), **scope, stages=tuple(selection.get("stages") or ()))
 
 
 def _warm_imports() -> None:
@@ -265,22 +253,16 @@ def _child_full_scan(payload: dict[str, Any]) -> dict[str, Any]:
     t = time.perf_counter()
     path = str((Path(payload["lake"]) / "dead_letters").resolve())
     # the same native filesystem `count` uses (deltalake's default Python one crashes at exit)
-    everything = local_files(DeltaTable(path)).to_table()
+    table = local_files(DeltaTable(path)).to_table()
     mask = pc.and_(
-        pc.equal(everything["dataset"], selection["dataset"]),
-        pc.is_in(everything["stage"], value_set=pa.array(selection["stages"])),
+        pc.equal(table["dataset"], selection["dataset"]),
+        pc.is_in(table["stage"], value_set=pa.array(selection["stages"])),
     )
-    rows = everything.filter(mask)
+    rows = table.filter(mask)
     rows.group_by(["stage", "error_type", "status"]).aggregate([([], "count_all")])
     seconds = time.perf_counter() - t
-    return {
-        "seconds": seconds,
-        "total": rows.num_rows,
-        "rows_read": everything.num_rows,
-        "arrow_mb": everything.nbytes / 1e6,
-        "peak_rss_mb": peak_rss_mb(),
-        "baseline_rss_mb": baseline,
-    }
+    out = {"seconds": seconds, "total": rows.num_rows, "rows_read": table.num_rows, "arrow_mb": table.nbytes / 1e6}
+    return out | {"peak_rss_mb": peak_rss_mb(), "baseline_rss_mb": baseline}
 
 
 _child_run = _child_backlog = _child_check  # the sensor's two scopes: the same count, other selections

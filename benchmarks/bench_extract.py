@@ -89,14 +89,9 @@ def run(quick: bool = False) -> BenchResult:
         scan_cost = run_child(__name__, {"task": "scan_cost", "files": clean[: cfg.scan_sample_pages]})
         shutil.rmtree(tmp / "main", ignore_errors=True)
         scaling = [_scaling_point(cfg, target, pages, tmp) for target, pages in cfg.scaling]
-    raw = {
-        "config": cfg.__dict__ | {"scaling": [list(s) for s in cfg.scaling]},
-        "quick": quick,
-        "corpus": corpus_facts(corpus) | {"generation_seconds": generation_s},
-        "main": main,
-        "scan_cost": scan_cost,
-        "scaling": scaling,
-    }
+    facts = corpus_facts(corpus) | {"generation_seconds": generation_s}
+    raw = {"config": cfg.__dict__ | {"scaling": [list(s) for s in cfg.scaling]}, "quick": quick, "corpus": facts}
+    raw |= {"main": main, "scan_cost": scan_cost, "scaling": scaling}
     return report(raw, time.perf_counter() - started)
 
 
@@ -165,12 +160,8 @@ def _scaling_point(cfg: Config, target: int, pages: int, tmp: Path) -> dict[str,
             timed = _extract(corpus, site.base_url, tmp, pages)
             traced = _extract(corpus, site.base_url, tmp, pages, trace=True)
         landed = corpus.pages[:pages]
-        point[variant] = {
-            "mean_page_bytes": sum(p.bytes for p in landed) / len(landed),
-            "items_per_page": landed[0].items,
-            "run": timed,
-            "trace": traced,
-        }
+        mean = sum(p.bytes for p in landed) / len(landed)
+        point[variant] = {"mean_page_bytes": mean, "items_per_page": landed[0].items, "run": timed, "trace": traced}
         shutil.rmtree(folder, ignore_errors=True)
     return point
 
@@ -262,22 +253,12 @@ def _child_extract(p: dict[str, Any]) -> dict[str, Any]:
         manifest = ex.extract_interval(client, request)
     facts = _process_facts(t0, cpu0, baseline)
     traced = tracemalloc.get_traced_memory()[1] / MB if p["tracemalloc"] else None
-    landed = {
-        "pages": len(manifest.pages),
-        "entries": manifest.entries,
-        "tombstones": manifest.tombstones,
-        "not_well_formed": sum(not pg.well_formed for pg in manifest.pages),
-    }
+    landed = {"pages": len(manifest.pages), "entries": manifest.entries, "tombstones": manifest.tombstones}
+    landed["not_well_formed"] = sum(not pg.well_formed for pg in manifest.pages)
     checks = {k: f"{landed[k]:,} of {v:,}" + ("" if landed[k] == v else " MISMATCH") for k, v in p["expect"].items()}
-    return facts | {
-        "traced_peak_mb": traced,
-        "pages_visited": manifest.pages_visited,
-        "stop_reason": manifest.stop_reason,
-        "landed": landed,
-        "counts_ok": landed == p["expect"],
-        "checks": checks,
-        "finished_at": datetime.now(UTC).isoformat(),
-    }
+    run = {"traced_peak_mb": traced, "pages_visited": manifest.pages_visited, "stop_reason": manifest.stop_reason}
+    checked = {"landed": landed, "counts_ok": landed == p["expect"], "checks": checks}
+    return facts | run | checked | {"finished_at": datetime.now(UTC).isoformat()}
 
 
 SCAN_ROUNDS = 5

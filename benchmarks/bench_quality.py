@@ -214,14 +214,9 @@ def _child_checks(payload: dict[str, Any]) -> dict[str, Any]:
     report = run_checks(CheckRequest(payload["lake"], CHECK_DATASET, run_id=payload["run_id"]))
     seconds = time.perf_counter() - t
     run_rows = next(r.rows_checked for r in report.results if r.rule_id == "entries_entry_id_not_null")
-    return {
-        "seconds": seconds,
-        "peak_mb": peak_rss_mb(),
-        "rules": len(report.results),
-        "failed_error": [r.rule_id for r in report.errors if not r.rule_id.endswith("_schema")],
-        "rows": report.rows,
-        "run_rows": run_rows,
-    }
+    out = {"seconds": seconds, "peak_mb": peak_rss_mb(), "rules": len(report.results)}
+    failed = [r.rule_id for r in report.errors if not r.rule_id.endswith("_schema")]
+    return out | {"failed_error": failed, "rows": report.rows, "run_rows": run_rows}
 
 
 def _child_full_scan(payload: dict[str, Any]) -> dict[str, Any]:

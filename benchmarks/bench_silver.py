@@ -598,13 +598,9 @@ def _child_spark_ingest(p: dict[str, Any]) -> dict[str, Any]:
         seconds = time.perf_counter() - t
         commits = delta_commits(spark, lake, {})  # a fresh lake: every commit is this run's
         jobs = len(spark.sparkContext.statusTracker().getJobIdsForGroup(group))
-        return seconds, {
-            "commits": commits,
-            "merge_execution_s": sum(sec for _, sec in merge_seconds(commits)),
-            "merge_wall_s": merge_wall_seconds(commits),
-            "spark_jobs": jobs,
-            "summary": {k: summary[k] for k in ("read", "silver", "files", "conservation")},
-        }
+        out = {"commits": commits, "merge_execution_s": sum(sec for _, sec in merge_seconds(commits))}
+        out |= {"merge_wall_s": merge_wall_seconds(commits), "spark_jobs": jobs}
+        return seconds, out | {"summary": {k: summary[k] for k in ("read", "silver", "files", "conservation")}}
 
     lake = Path(p["lake"])
     warm_lake = lake.with_name(lake.name + "-warm")

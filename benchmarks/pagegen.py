@@ -284,15 +284,8 @@ def generate_corpus(
     for page_facts, body in _render(spec, plan):
         (out_dir / page_facts.file).write_bytes(body)
         facts.append(page_facts)
-    return Corpus(
-        spec=spec,
-        files=[out_dir / p.file for p in facts],
-        pages=facts,
-        ground_truth=plan.ground_truth,
-        total_entries=sum(p.entries for p in facts),
-        total_tombstones=sum(p.tombstones for p in facts),
-        bytes=sum(p.bytes for p in facts),
-    )
+    totals = (sum(p.entries for p in facts), sum(p.tombstones for p in facts), sum(p.bytes for p in facts))
+    return Corpus(spec, [out_dir / p.file for p in facts], facts, plan.ground_truth, *totals)
 
 
 def chain_routes(corpus: Corpus) -> dict[str, Route]:
