@@ -12,6 +12,7 @@ The child prints one JSON line as the last line of its stdout.
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import json
 import os
@@ -26,7 +27,7 @@ import threading
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -35,6 +36,7 @@ if TYPE_CHECKING:
     from benchmarks.pagegen import Corpus
 
 REPO = Path(__file__).resolve().parents[1]
+OUT = REPO / "benchmarks" / "out"  # raw JSON results
 MB = 1e6
 
 
@@ -66,9 +68,6 @@ class BenchResult:
     seconds: float = 0.0
     goals: list[Goal] = field(default_factory=list)
     figures: list[str] = field(default_factory=list)  # markdown bullets: what the tables do not show
-
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 # -- machine facts ---------------------------------------------------------------------------------
@@ -124,13 +123,13 @@ def cpu_seconds(who: int = resource.RUSAGE_SELF) -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def child_main(handlers: Mapping[str, Callable[[dict[str, Any]], dict[str, Any]]]) -> None:
-    """Entry point of a child (`run_child`): `--child spec.json`, where spec["task"] names the handler;
-    its answer is the last line of stdout."""
+def child_main(scope: Mapping[str, Any]) -> None:
+    """Entry point of a child (`run_child`): `--child spec.json`, whose task `spec["task"]` the function
+    `_child_<task>` of `scope` (the benchmark module's `globals()`) does; its answer is the last line of stdout."""
     if len(sys.argv) != 3 or sys.argv[1] != "--child":
         raise SystemExit(f"usage: python -m {sys.argv[0]} --child spec.json (started by benchmarks.run)")
     payload = json.loads(Path(sys.argv[2]).read_text())
-    result = handlers[payload["task"]](payload)
+    result = scope[f"_child_{payload['task']}"](payload)
     sys.stdout.write("\n" + json.dumps(result) + "\n")
 
 
@@ -144,7 +143,6 @@ def f2(value: float) -> str:
 
 
 def med(runs: Iterable[dict[str, Any]], key: str = "seconds") -> float:
-    """The median of `key` over repeated measurements."""
     return statistics.median(r[key] for r in runs)
 
 
@@ -154,15 +152,10 @@ def peak_mb(m: dict[str, Any]) -> str:
     tree = m.get("tree")
     if not tree:
         return f1(m["peak_rss_mb"])
-    return (
-        f"{f1(tree['peak_total_mb'])} (JVM {f1(tree['jvm_hwm_mb'])})"
-        if tree["jvm_hwm_mb"]
-        else f1(tree["peak_total_mb"])
-    )
+    return f1(tree["peak_total_mb"]) + (f" (JVM {f1(tree['jvm_hwm_mb'])})" if tree["jvm_hwm_mb"] else "")
 
 
 def corpus_facts(corpus: Corpus) -> dict[str, Any]:
-    """What a generated corpus holds, for the raw JSON."""
     return {
         "pages": len(corpus.pages),
         "entries": corpus.total_entries,
@@ -203,17 +196,14 @@ def run_child(module: str, payload: dict[str, Any], timeout: float = 1200, measu
     under "other_load"."""
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as fh:
         json.dump(payload, fh)
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH", "")]))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH", "")]))}
     busy0, t0, reaped0 = busy_cpu_seconds(), time.perf_counter(), cpu_seconds(resource.RUSAGE_CHILDREN)
-    tree = None
     try:
         command = [sys.executable, "-m", module, "--child", fh.name]
         proc = subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        if measure:
-            tree = ProcessTree(interval=0.5, root=proc.pid)
-            tree.reset(clear=False)
-            tree.start()
+        tree = ProcessTree(interval=0.5, root=proc.pid) if measure else None
+        if tree is not None:
+            tree.start(clear=False)
         try:
             stdout, stderr = proc.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
@@ -235,13 +225,8 @@ def run_child(module: str, payload: dict[str, Any], timeout: float = 1200, measu
         # (the child itself, not the JVM it leaves behind) is exact. Take the larger.
         child_cpu = max(tree.cpu_seconds(), cpu_seconds(resource.RUSAGE_CHILDREN) - reaped0)
         other = max(busy_cpu_seconds() - busy0 - child_cpu, 0.0)
-        result["other_load"] = {
-            "wall_s": wall,
-            "child_cpu_s": child_cpu,
-            "other_cpu_s": other,
-            "cores": other / wall,
-            "tree": tree.report(),
-        }
+        load = {"wall_s": wall, "child_cpu_s": child_cpu, "other_cpu_s": other, "cores": other / wall}
+        result["other_load"] = load | {"tree": tree.report()}
     return result
 
 
@@ -270,8 +255,7 @@ class ProcessTree:
             if not name.isdigit():
                 continue
             try:
-                with open(f"/proc/{name}/stat") as fh:
-                    stat = fh.read()
+                stat = Path(f"/proc/{name}/stat").read_text()
             except OSError:
                 continue
             parent = int(stat.rsplit(")", 1)[1].split()[1])
@@ -287,10 +271,7 @@ class ProcessTree:
 
     def _read(self, pid: int) -> tuple[float, float, float, str, int] | None:
         try:
-            with open(f"/proc/{pid}/status") as fh:
-                status = fh.read()
-            with open(f"/proc/{pid}/stat") as fh:
-                stat = fh.read()
+            status, stat = Path(f"/proc/{pid}/status").read_text(), Path(f"/proc/{pid}/stat").read_text()
         except OSError:
             return None
         vm = {k: int(v) for k, v in re.findall(r"^(VmRSS|VmHWM|VmSize):\s*(\d+)", status, re.M)}
@@ -324,11 +305,8 @@ class ProcessTree:
         """Forget peaks; reset each process's VmHWM (clear_refs 5) where the kernel lets us."""
         self._scan()
         for pid in self.pids if clear else ():
-            try:
-                with open(f"/proc/{pid}/clear_refs", "w") as fh:
-                    fh.write("5")
-            except OSError:
-                pass
+            with contextlib.suppress(OSError):
+                Path(f"/proc/{pid}/clear_refs").write_text("5")
         read = {pid: got for pid in self.pids if (got := self._read(pid)) is not None}
         self.peak_total, self.hwm = 0.0, {}
         self.cpu0 = {pid: got[2] for pid, got in read.items()}  # CPU seconds so far
@@ -338,7 +316,9 @@ class ProcessTree:
     def cpu_seconds(self) -> float:
         return sum(self.cpu[p] - self.cpu0.get(p, 0.0) for p in self.cpu)
 
-    def start(self) -> None:
+    def start(self, clear: bool = True) -> None:
+        """Sample every `interval` s from now on, peaks forgotten first (`reset`)."""
+        self.reset(clear)
         self._stop.clear()
 
         def loop() -> None:
@@ -372,7 +352,6 @@ def measure_tree(fn: Callable[[], Any], tree: ProcessTree) -> tuple[Any, dict[st
     """Run `fn` once; return its result and the run's wall seconds, CPU of the process tree, peak memory
     (`tree.report()`, high-water marks reset first) and the cores other sessions used meanwhile (the noise)."""
     gc.collect()
-    tree.reset()
     tree.start()
     busy0, t = busy_cpu_seconds(), time.perf_counter()
     try:

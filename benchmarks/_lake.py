@@ -38,6 +38,18 @@ def link_lake(template: Path, lake: Path, manifest_name: str | None = None) -> l
     return manifests
 
 
+def append_rows(lake: Path, table: str, rows: list[dict[str, Any]]) -> None:
+    """Append `rows` to the lake's Delta table `table` by delta-rs: the ingest's schema, partitioned by `dataset`."""
+    import pyarrow as pa
+    from deltalake import write_deltalake
+
+    from placsp_provider.ingest.tables import table_schema
+    from placsp_provider.lake import table_path
+
+    batch = pa.Table.from_pylist(rows, schema=table_schema(table))
+    write_deltalake(str(table_path(lake, table)), batch, mode="append", partition_by=["dataset"])
+
+
 # -- Spark and Delta -----------------------------------------------------------------------------
 def spark_session(app: str, cores: int) -> Any:
     """The project's `get_session` on `local[cores]`, Spark's own log quiet (a child's stderr is its error report)."""
@@ -65,7 +77,6 @@ def lake_tables(lake: Path) -> dict[str, Path]:
 
 
 def delta_versions(spark: Any, lake: Path) -> dict[str, int]:
-    """The current version of each table the lake holds so far."""
     from delta.tables import DeltaTable
 
     return {
@@ -86,18 +97,10 @@ def delta_commits(spark: Any, lake: Path, since: dict[str, int]) -> list[dict[st
         for r in sorted(history.collect(), key=lambda r: r["version"]):
             if r["version"] > since.get(table, -1):
                 metrics = {k: int(v) for k, v in (r["operationMetrics"] or {}).items() if str(v).isdigit()}
-                for ours, theirs in _DELTA_RS_METRICS.items():  # a commit delta-rs made (the replay's status)
-                    if theirs in metrics:
-                        metrics.setdefault(ours, metrics[theirs])
-                out.append(
-                    {
-                        "table": table,
-                        "version": r["version"],
-                        "operation": r["operation"],
-                        "metrics": metrics,
-                        "committed_at": r["timestamp"].timestamp(),
-                    }
-                )
+                # A commit delta-rs made (the replay's status) names them its own way.
+                metrics |= {o: metrics[t] for o, t in _DELTA_RS_METRICS.items() if t in metrics and o not in metrics}
+                commit = {"table": table, "version": r["version"], "operation": r["operation"], "metrics": metrics}
+                out.append(commit | {"committed_at": r["timestamp"].timestamp()})
     return out
 
 
@@ -143,7 +146,6 @@ def lake_contents(spark: Any, lake: Path) -> dict[str, dict[str, Any]]:
     out = {}
     for table, path in lake_tables(lake).items():
         df = spark.read.format("delta").load(str(path))
-        kept = df.select(*[f"`{c}`" for c in df.columns if c not in CLOCK_COLUMNS])
-        row = hash_all(kept)
+        row = hash_all(df.select(*[f"`{c}`" for c in df.columns if c not in CLOCK_COLUMNS]))
         out[table] = {"rows": row["n"], "checksum": f"{(row['h'] or 0) & (2**64 - 1):016x}"}
     return out

@@ -83,13 +83,8 @@ def _child_check(payload: dict[str, Any]) -> dict[str, Any]:
     with FeedClient(config, "agregadas") as client:
         report = check_month(client, request)
     seconds = time.perf_counter() - started
-    return {
-        "seconds": seconds,
-        "rss_mb": peak_rss_mb(),
-        "published": report.published,
-        "recovered": report.recovered,
-        "members_recovered": report.members_recovered,
-    }
+    out = {"seconds": seconds, "rss_mb": peak_rss_mb()}
+    return out | {k: getattr(report, k) for k in ("published", "recovered", "members_recovered")}
 
 
 def _child_reference(payload: dict[str, Any]) -> dict[str, Any]:
@@ -115,10 +110,8 @@ def run(quick: bool = False) -> BenchResult:
     for pages, page_bytes in sizes:
         with tempfile.TemporaryDirectory(prefix="placsp-bench-completeness-") as tmp:
             prepared = _prepare(Path(tmp), pages, page_bytes)
-            routes = {
-                "/sindicacion/sindicacion_1044/PlataformasAgregadasSinMenores_2022.zip": Path(prepared["archive"])
-            }
-            with LoopbackSite(routes) as site:
+            archive = Path(prepared["archive"])  # served where the site publishes it
+            with LoopbackSite({f"/sindicacion/sindicacion_1044/{archive.name}": archive}) as site:
                 check = run_child(__name__, {"task": "check", "lake": prepared["lake"], "base_url": site.base_url})
             reference = run_child(__name__, {"task": "reference", **prepared})
             raw[pages] = {"prepared": {k: v for k, v in prepared.items() if k not in ("files", "kept")}}
@@ -131,18 +124,11 @@ def report(raw: dict[int, dict[str, Any]], seconds: float) -> BenchResult:
     for pages, m in raw.items():
         check, ref, prepared = m["check"], m["reference"], m["prepared"]
         read_mb = (prepared["members_bytes"] + prepared["bronze_bytes"]) / MB
-        rows.append(
-            [
-                f"{pages} pages of {prepared['page_bytes'] / MB:.1f} MB",
-                f"{check['published']:,} / {check['recovered']:,}",
-                f2(check["seconds"]),
-                f1(read_mb / check["seconds"]),
-                f2(ref["seconds"]),
-                f2(check["seconds"] / ref["seconds"]),
-                f1(check["rss_mb"]),
-                f1(ref["rss_mb"]),
-            ]
-        )
+        check_s, ref_s = check["seconds"], ref["seconds"]
+        month = f"{pages} pages of {prepared['page_bytes'] / MB:.1f} MB"
+        items = f"{check['published']:,} / {check['recovered']:,}"
+        speeds = [f2(check_s), f1(read_mb / check_s), f2(ref_s), f2(check_s / ref_s)]
+        rows.append([month, items, *speeds, f1(check["rss_mb"]), f1(ref["rss_mb"])])
     columns = ["month", "items published / recovered", "check s", "check MB/s", "lxml pass s", "check / lxml"]
     table = Table([*columns, "check peak RSS MB", "lxml peak RSS MB"], rows)
     small, large = raw[min(raw)]["check"], raw[max(raw)]["check"]
@@ -164,4 +150,4 @@ def report(raw: dict[int, dict[str, Any]], seconds: float) -> BenchResult:
 
 
 if __name__ == "__main__":
-    child_main({"check": _child_check, "reference": _child_reference})
+    child_main(globals())

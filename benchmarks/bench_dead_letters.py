@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks._common import BenchResult, Table, child_main, med, peak_rss_mb, run_child
+from benchmarks._lake import append_rows
 
 NAME = "dead_letters"
 TITLE = "Dead-letter threshold check (delta-rs, pruned) vs full table scan"
@@ -89,15 +90,8 @@ def run(quick: bool = False) -> BenchResult:
                 payload = {"task": name, "lake": str(lake), "selection": cases[name]}
                 measures[name].append(run_child(__name__, payload))
         files_opened = {name: _files_opened(lake, cases[name], name == "full_scan") for name in cases}
-    raw = {
-        "config": cfg.__dict__,
-        "quick": quick,
-        "table": table | {"generation_seconds": generation_s},
-        "cases": cases,
-        "files_opened": files_opened,
-        "expected": expected,
-        "measures": measures,
-    }
+    raw = {"config": cfg.__dict__, "quick": quick, "table": table | {"generation_seconds": generation_s}}
+    raw |= {"cases": cases, "files_opened": files_opened, "expected": expected, "measures": measures}
     return report(raw, time.perf_counter() - started)
 
 
@@ -139,15 +133,8 @@ def _table_facts(lake: Path) -> dict[str, Any]:
 def _write_table(lake: Path, cfg: Config) -> dict[str, Any]:
     """`cfg.runs` commits of ~rows/runs rows; returns the exact counts by (dataset, stage, run, status)."""
     import numpy as np
-    import pyarrow as pa
-    from deltalake import write_deltalake
-
-    from placsp_provider.ingest.tables import table_schema
-    from placsp_provider.lake import table_path
 
     rng = np.random.default_rng(SEED)
-    schema = table_schema("dead_letters")
-    path = str(table_path(lake, "dead_letters"))
     counts: Counter[tuple[str, str, str, str]] = Counter()
     run_ids = []
     per_run = cfg.rows // cfg.runs
@@ -171,7 +158,7 @@ def _write_table(lake: Path, cfg: Config) -> dict[str, Any]:
             status = "replayed" if replayed[i] else "quarantined"
             counts[(dataset, stage, run_id, status)] += 1
             rows.append(_row(dataset, stage, error_type, status, run_id, r, i))
-        write_deltalake(path, pa.Table.from_pylist(rows, schema=schema), partition_by=["dataset"], mode="append")
+        append_rows(lake, "dead_letters", rows)
     return {"counts": counts, "run_ids": run_ids}
 
 
@@ -196,12 +183,9 @@ def _row(dataset: str, stage: str, error_type: str, status: str, run_id: str, r:
     page = i // 400
     source = f"bronze/{dataset}/pages/{dataset}_{r:03d}_{page:04d}.{n % 65536:04x}{page:04x}.atom"
     offset = (i % 400) * 21_000
-    raw = (
-        ""
-        if stage == "reconciliation"
-        else _RAW.format(path=dataset, n=n, amount=f"{n % 99991},{i % 100:02d}", lot=i % 7, hh=i % 24)
-    )
     kind = "file" if stage == "reconciliation" else "entry"
+    amount = f"{n % 99991},{i % 100:02d}"
+    raw = "" if kind == "file" else _RAW.format(path=dataset, n=n, amount=amount, lot=i % 7, hh=i % 24)
     return {
         "dataset": dataset,
         "source_file": source,
@@ -229,13 +213,8 @@ def _row(dataset: str, stage: str, error_type: str, status: str, run_id: str, r:
 def _query(lake: Path, selection: dict[str, Any]) -> Any:
     from placsp_provider.dead_letters.stats import DeadLetterQuery
 
-    return DeadLetterQuery(
-        str(lake),
-        dataset=selection.get("dataset"),
-        run_id=selection.get("run_id"),
-        status=selection.get("status"),
-        stages=tuple(selection.get("stages") or ()),
-    )
+    scope: dict[str, Any] = {k: selection.get(k) for k in ("dataset", "run_id", "status")}
+    return DeadLetterQuery(str(lake), **scope, stages=tuple(selection.get("stages") or ()))
 
 
 def _warm_imports() -> None:
@@ -249,7 +228,7 @@ def _warm_imports() -> None:
     import placsp_provider.dead_letters.stats  # noqa: F401
 
 
-def _child_count(payload: dict[str, Any]) -> dict[str, Any]:
+def _child_check(payload: dict[str, Any]) -> dict[str, Any]:
     _warm_imports()
     from placsp_provider.dead_letters.stats import count
 
@@ -274,25 +253,19 @@ def _child_full_scan(payload: dict[str, Any]) -> dict[str, Any]:
     t = time.perf_counter()
     path = str((Path(payload["lake"]) / "dead_letters").resolve())
     # the same native filesystem `count` uses (deltalake's default Python one crashes at exit)
-    everything = local_files(DeltaTable(path)).to_table()
+    table = local_files(DeltaTable(path)).to_table()
     mask = pc.and_(
-        pc.equal(everything["dataset"], selection["dataset"]),
-        pc.is_in(everything["stage"], value_set=pa.array(selection["stages"])),
+        pc.equal(table["dataset"], selection["dataset"]),
+        pc.is_in(table["stage"], value_set=pa.array(selection["stages"])),
     )
-    rows = everything.filter(mask)
+    rows = table.filter(mask)
     rows.group_by(["stage", "error_type", "status"]).aggregate([([], "count_all")])
     seconds = time.perf_counter() - t
-    return {
-        "seconds": seconds,
-        "total": rows.num_rows,
-        "rows_read": everything.num_rows,
-        "arrow_mb": everything.nbytes / 1e6,
-        "peak_rss_mb": peak_rss_mb(),
-        "baseline_rss_mb": baseline,
-    }
+    out = {"seconds": seconds, "total": rows.num_rows, "rows_read": table.num_rows, "arrow_mb": table.nbytes / 1e6}
+    return out | {"peak_rss_mb": peak_rss_mb(), "baseline_rss_mb": baseline}
 
 
-_HANDLERS = {"check": _child_count, "run": _child_count, "backlog": _child_count, "full_scan": _child_full_scan}
+_child_run = _child_backlog = _child_check  # the sensor's two scopes: the same count, other selections
 
 
 # -- report ---------------------------------------------------------------------------------------
@@ -337,4 +310,4 @@ def report(raw: dict[str, Any], seconds: float) -> BenchResult:
 
 
 if __name__ == "__main__":
-    child_main(_HANDLERS)
+    child_main(globals())

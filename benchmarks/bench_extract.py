@@ -80,16 +80,8 @@ def run(quick: bool = False) -> BenchResult:
     with tempfile.TemporaryDirectory(prefix="placsp-bench-") as tmp_name:
         tmp = Path(tmp_name)
         t = time.perf_counter()
-        corpus = generate_corpus(
-            tmp / "main",
-            pages=cfg.pages + 1,
-            items_per_page=cfg.items_per_page,
-            seed=SEED,
-            dataset_key=cfg.dataset,
-            head=True,
-            clean_tail=1,
-            corruption_count=len(CORRUPTION_KINDS),
-        )
+        kinds = len(CORRUPTION_KINDS)
+        corpus = _chain(tmp / "main", cfg.pages, cfg.dataset, items_per_page=cfg.items_per_page, corruption_count=kinds)
         generation_s = time.perf_counter() - t
         with LoopbackSite(chain_routes(corpus)) as site:
             main = _main_series(cfg, corpus, site, tmp)
@@ -97,15 +89,15 @@ def run(quick: bool = False) -> BenchResult:
         scan_cost = run_child(__name__, {"task": "scan_cost", "files": clean[: cfg.scan_sample_pages]})
         shutil.rmtree(tmp / "main", ignore_errors=True)
         scaling = [_scaling_point(cfg, target, pages, tmp) for target, pages in cfg.scaling]
-    raw = {
-        "config": cfg.__dict__ | {"scaling": [list(s) for s in cfg.scaling]},
-        "quick": quick,
-        "corpus": corpus_facts(corpus) | {"generation_seconds": generation_s},
-        "main": main,
-        "scan_cost": scan_cost,
-        "scaling": scaling,
-    }
+    facts = corpus_facts(corpus) | {"generation_seconds": generation_s}
+    raw = {"config": cfg.__dict__ | {"scaling": [list(s) for s in cfg.scaling]}, "quick": quick, "corpus": facts}
+    raw |= {"main": main, "scan_cost": scan_cost, "scaling": scaling}
     return report(raw, time.perf_counter() - started)
+
+
+def _chain(folder: Path, pages: int, dataset: str, **options: Any) -> Corpus:
+    """`pages` pages served from the head feed, then one older page, clean, that stops the walk."""
+    return generate_corpus(folder, pages=pages + 1, seed=SEED, dataset_key=dataset, head=True, clean_tail=1, **options)
 
 
 def _extract(corpus: Corpus, base_url: str, tmp: Path, pages: int, trace: bool = False) -> dict[str, Any]:
@@ -163,26 +155,13 @@ def _scaling_point(cfg: Config, target: int, pages: int, tmp: Path) -> dict[str,
     broken: dict[str, Any] = {"corruption_count": 1, "mix": {UNCLOSED_TAG: 1}}
     for variant, extra in (("clean", {}), ("not_well_formed", broken)):
         folder = tmp / f"scale-{target}-{variant}"
-        corpus = generate_corpus(
-            folder,
-            pages=pages + 1,
-            seed=SEED,
-            dataset_key=cfg.scaling_dataset,
-            target_page_bytes=target,
-            head=True,
-            clean_tail=1,
-            **extra,
-        )
+        corpus = _chain(folder, pages, cfg.scaling_dataset, target_page_bytes=target, **extra)
         with LoopbackSite(chain_routes(corpus)) as site:
             timed = _extract(corpus, site.base_url, tmp, pages)
             traced = _extract(corpus, site.base_url, tmp, pages, trace=True)
         landed = corpus.pages[:pages]
-        point[variant] = {
-            "mean_page_bytes": sum(p.bytes for p in landed) / len(landed),
-            "items_per_page": landed[0].items,
-            "run": timed,
-            "trace": traced,
-        }
+        mean = sum(p.bytes for p in landed) / len(landed)
+        point[variant] = {"mean_page_bytes": mean, "items_per_page": landed[0].items, "run": timed, "trace": traced}
         shutil.rmtree(folder, ignore_errors=True)
     return point
 
@@ -226,12 +205,8 @@ def report(raw: dict[str, Any], seconds: float) -> BenchResult:
             row("reference: `requests` stream to disk, nothing else", ref),
         ],
     )
-    goal = Goal(
-        f"page scan, `scan_page` over {sc['pages']} well-formed pages",
-        f">= {SCAN_GOAL_MB_S:.0f} MB/s",
-        f"{scan['scan_page']} MB/s",
-        scan_mb_s >= SCAN_GOAL_MB_S,
-    )
+    what = f"page scan, `scan_page` over {sc['pages']} well-formed pages"
+    goal = Goal(what, f">= {SCAN_GOAL_MB_S:.0f} MB/s", f"{scan['scan_page']} MB/s", scan_mb_s >= SCAN_GOAL_MB_S)
     cpu = med(ext, "cpu_s") / med(ref, "cpu_s")
     sizes = " / ".join(f"{pt['target_bytes'] / (1 << 20):g}" for pt in scaling)
     figures = [
@@ -278,22 +253,12 @@ def _child_extract(p: dict[str, Any]) -> dict[str, Any]:
         manifest = ex.extract_interval(client, request)
     facts = _process_facts(t0, cpu0, baseline)
     traced = tracemalloc.get_traced_memory()[1] / MB if p["tracemalloc"] else None
-    landed = {
-        "pages": len(manifest.pages),
-        "entries": manifest.entries,
-        "tombstones": manifest.tombstones,
-        "not_well_formed": sum(not pg.well_formed for pg in manifest.pages),
-    }
+    landed = {"pages": len(manifest.pages), "entries": manifest.entries, "tombstones": manifest.tombstones}
+    landed["not_well_formed"] = sum(not pg.well_formed for pg in manifest.pages)
     checks = {k: f"{landed[k]:,} of {v:,}" + ("" if landed[k] == v else " MISMATCH") for k, v in p["expect"].items()}
-    return facts | {
-        "traced_peak_mb": traced,
-        "pages_visited": manifest.pages_visited,
-        "stop_reason": manifest.stop_reason,
-        "landed": landed,
-        "counts_ok": landed == p["expect"],
-        "checks": checks,
-        "finished_at": datetime.now(UTC).isoformat(),
-    }
+    run = {"traced_peak_mb": traced, "pages_visited": manifest.pages_visited, "stop_reason": manifest.stop_reason}
+    checked = {"landed": landed, "counts_ok": landed == p["expect"], "checks": checks}
+    return facts | run | checked | {"finished_at": datetime.now(UTC).isoformat()}
 
 
 SCAN_ROUNDS = 5
@@ -386,6 +351,4 @@ def _child_reference(p: dict[str, Any]) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    child_main(
-        {"extract": _child_extract, "parts": _child_parts, "reference": _child_reference, "scan_cost": _child_scan_cost}
-    )
+    child_main(globals())

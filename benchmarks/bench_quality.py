@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks._common import BenchResult, Table, child_main, f2, med, peak_rss_mb, run_child
+from benchmarks._lake import append_rows
 
 NAME = "quality"
 TITLE = "Data-contract checks (delta-rs + DuckDB) vs full scan; Prophet volume model"
@@ -114,12 +115,6 @@ def report(raw: dict[str, Any], seconds: float) -> BenchResult:
 
 # -- generation ------------------------------------------------------------------------------------
 def _write_tables(lake: Path, cfg: Config) -> dict[str, Any]:
-    import pyarrow as pa
-    from deltalake import write_deltalake
-
-    from placsp_provider.ingest.tables import table_schema
-    from placsp_provider.lake import table_path
-
     rng = random.Random(SEED)
     start = datetime(2023, 12, 1, tzinfo=UTC)
     span = 3 * 365 * 86400
@@ -131,7 +126,7 @@ def _write_tables(lake: Path, cfg: Config) -> dict[str, Any]:
     serial = 0
     for run_id in run_ids:
         tables: dict[str, list[dict[str, Any]]] = {t: [] for t in ("entries", *_CHILDREN)}
-        ingested = datetime.now(UTC)
+        lineage = {"_source_file": "bronze/p.atom", "_ingest_run_id": run_id, "_ingested_at": datetime.now(UTC)}
         for _ in range(per_run):
             serial += 1
             dataset = "agregadas" if rng.random() < _DATASETS["agregadas"] else "licitaciones"
@@ -139,14 +134,7 @@ def _write_tables(lake: Path, cfg: Config) -> dict[str, Any]:
             updated = start + timedelta(seconds=rng.randrange(span))
             amount = Decimal(rng.randrange(100_000, 500_000_000)).scaleb(-2)
             cpv = [f"{rng.randrange(3, 98):02d}{rng.randrange(0, 999999):06d}" for _ in range(rng.randint(1, 3))]
-            common = {
-                "dataset": dataset,
-                "entry_id": entry_id,
-                "entry_updated": updated,
-                "_source_file": "bronze/p.atom",
-                "_ingest_run_id": run_id,
-                "_ingested_at": ingested,
-            }
+            common = {"dataset": dataset, "entry_id": entry_id, "entry_updated": updated} | lineage
             tables["entries"].append(
                 {
                     **common,
@@ -201,9 +189,7 @@ def _write_tables(lake: Path, cfg: Config) -> dict[str, Any]:
                     tables[child].append(row | {"folder_number": serial, "deleted_at": updated + timedelta(days=30)})
         for name, rows in tables.items():
             if rows:
-                schema = table_schema(name)
-                batch = pa.Table.from_pylist(rows, schema=schema)
-                write_deltalake(str(table_path(lake, name)), batch, mode="append", partition_by=["dataset"])
+                append_rows(lake, name, rows)
                 totals[name] += len(rows)
     return {"run_ids": run_ids, "rows": totals, "rows_total": sum(totals.values())}
 
@@ -228,14 +214,9 @@ def _child_checks(payload: dict[str, Any]) -> dict[str, Any]:
     report = run_checks(CheckRequest(payload["lake"], CHECK_DATASET, run_id=payload["run_id"]))
     seconds = time.perf_counter() - t
     run_rows = next(r.rows_checked for r in report.results if r.rule_id == "entries_entry_id_not_null")
-    return {
-        "seconds": seconds,
-        "peak_mb": peak_rss_mb(),
-        "rules": len(report.results),
-        "failed_error": [r.rule_id for r in report.errors if not r.rule_id.endswith("_schema")],
-        "rows": report.rows,
-        "run_rows": run_rows,
-    }
+    out = {"seconds": seconds, "peak_mb": peak_rss_mb(), "rules": len(report.results)}
+    failed = [r.rule_id for r in report.errors if not r.rule_id.endswith("_schema")]
+    return out | {"failed_error": failed, "rows": report.rows, "run_rows": run_rows}
 
 
 def _child_full_scan(payload: dict[str, Any]) -> dict[str, Any]:
@@ -260,10 +241,8 @@ def _child_prophet(payload: dict[str, Any]) -> dict[str, Any]:
 
     rng = random.Random(SEED)
     first = date(2023, 11, 1)
-    counts = {}
-    for i in range(payload["days"]):
-        d = first + timedelta(days=i)
-        counts[d] = int((80 if d.weekday() >= 5 else 420) * rng.uniform(0.9, 1.1))
+    days = [first + timedelta(days=i) for i in range(payload["days"])]
+    counts = {d: int((80 if d.weekday() >= 5 else 420) * rng.uniform(0.9, 1.1)) for d in days}
     day = first + timedelta(days=payload["days"])
     counts[day] = 400
     t = time.perf_counter()
@@ -277,4 +256,4 @@ def _child_prophet(payload: dict[str, Any]) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    child_main({"checks": _child_checks, "full_scan": _child_full_scan, "prophet": _child_prophet})
+    child_main(globals())

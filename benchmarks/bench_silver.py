@@ -49,6 +49,7 @@ from typing import Any
 
 from benchmarks._common import (
     MB,
+    OUT,
     REPO,
     BenchResult,
     Goal,
@@ -76,6 +77,7 @@ from benchmarks._lake import (
     spark_session,
 )
 from benchmarks.pagegen import DEFAULT_NEWEST, generate_corpus
+from placsp_provider.datasets import get_dataset  # loaded with pagegen anyway
 
 NAME = "silver"
 TITLE = "Silver ingest (parse-and-route on Spark, whole ingest)"
@@ -148,12 +150,8 @@ def run(quick: bool = False) -> BenchResult:
         later = generate_corpus(
             tmp / "later", pages=1, items_per_page=cfg.warm_items, newest=DEFAULT_NEWEST + timedelta(days=1), **common
         )
-        base = {
-            "files": [str(f) for f in clean.files],
-            "warm_files": [str(f) for f in warm.files],
-            "repeats": cfg.repeats,
-            "cores": cfg.cores,
-        }
+        files = {"files": [str(f) for f in clean.files], "warm_files": [str(f) for f in warm.files]}
+        base = files | {"repeats": cfg.repeats, "cores": cfg.cores}
         noise = {"waited_s": 0.0, "repeated_s": 0.0}
 
         def land(name: str, files: list[Path]) -> str:
@@ -193,8 +191,14 @@ def run(quick: bool = False) -> BenchResult:
                 runs = cfg.fresh_repeats if whole else 1
                 measures[key] = _fastest([_quietest(cfg, {**base, "task": key, **payload}, noise) for _ in range(runs)])
                 continue
-            payloads = {k: {**base, "task": k, **spec[k]} for k in pair}
-            measures.update(_interleaved(pair, cfg.paired_repeats, cfg, payloads, noise))
+            # The two sides of a goal's pair run in ABBA order (a, b, b, a, ...), the fastest of each kept; every
+            # run's seconds in `process_runs_s`, whose i-th runs make round i of the goal (`_paired`). Run in
+            # blocks, a slow spell of the machine would land on one side only (decision 0016).
+            results: dict[str, list[dict[str, Any]]] = {k: [] for k in pair}
+            order = abba(cfg.paired_repeats, *pair)
+            for k in order:
+                results[k].append(_quietest(cfg, {**base, "task": k, **spec[k]}, noise))
+            measures |= {k: _fastest(v) | {"run_order": order} for k, v in results.items()}
     measures["spark_ingest"]["small_entries"] = warm.total_entries
     raw = {"config": cfg.__dict__, "quick": quick, "corpus": corpus_facts(clean), "measures": measures, "noise": noise}
     raw["half_bytes"] = sum(p.bytes for p in clean.pages[cfg.half :])
@@ -204,9 +208,8 @@ def run(quick: bool = False) -> BenchResult:
     raw["one_page_entries"] = later.pages[0].entries
     raw["one_stale_page_entries"] = warm.pages[0].entries
     # Kept before anything below can fail (a contents mismatch, a report bug): minutes of measurements.
-    out = REPO / "benchmarks" / "out"
-    out.mkdir(parents=True, exist_ok=True)
-    (out / f"silver-measures{'-quick' if quick else ''}.json").write_text(json.dumps(raw, indent=2, default=str))
+    OUT.mkdir(parents=True, exist_ok=True)
+    (OUT / f"silver-measures{'-quick' if quick else ''}.json").write_text(json.dumps(raw, indent=2, default=str))
     raw["contents"] = _check_contents(raw, quick)
     return report(raw, time.perf_counter() - started)
 
@@ -235,23 +238,6 @@ def _quietest(cfg: Config, payload: dict[str, Any], noise: dict[str, float]) -> 
     noise["repeated_s"] += time.perf_counter() - t0 - best["other_load"]["wall_s"] - waited
     best["attempts_other_cores"] = [r["other_load"]["cores"] for r in tries]
     return best
-
-
-def _interleaved(
-    pair: tuple[str, str], runs: int, cfg: Config, payloads: dict[str, dict[str, Any]], noise: dict[str, float]
-) -> dict[str, dict[str, Any]]:
-    """Two whole-process measurements that a goal compares, `runs` times each in ABBA order (a, b, b, a,
-    ...), the fastest of each kept (every run's seconds in `process_runs_s`, whose i-th runs make round
-    i of the goal, `_paired`). A goal's ratio or difference of two of them is only as good as its
-    worse side: run in blocks, a slow spell of the machine lands on one side only (decision 0016)."""
-    results: dict[str, list[dict[str, Any]]] = {k: [] for k in pair}
-    order = abba(runs, *pair)
-    for key in order:
-        results[key].append(_quietest(cfg, payloads[key], noise))
-    out = {k: _fastest(v) for k, v in results.items()}
-    for key in pair:
-        out[key]["run_order"] = order
-    return out
 
 
 def _fastest(results: list[dict[str, Any]]) -> dict[str, Any]:
@@ -285,17 +271,14 @@ def _check_contents(raw: dict[str, Any], quick: bool) -> dict[str, Any]:
     expected = json.loads(CONTENTS.read_text())
     if expected["corpus"] != corpus:
         raise RuntimeError(f"{CONTENTS.name} was recorded for corpus {expected['corpus']}, this run is {corpus}")
+    recorded = f"{CONTENTS.name} (recorded {expected['recorded']} at {expected['commit']})"
     if expected["tables"] != got:
         changed = {t: (expected["tables"].get(t), v) for t, v in got.items() if expected["tables"].get(t) != v}
         raise RuntimeError(
-            f"Silver contents differ from {CONTENTS.name} (recorded {expected['recorded']} at {expected['commit']}): "
-            f"{changed}. A speed change must not alter data; if the change is meant to, rerun with "
-            f"{RECORD_CONTENTS}=1 and commit the new record."
+            f"Silver contents differ from {recorded}: {changed}. A speed change must not alter data; if the change "
+            f"is meant to, rerun with {RECORD_CONTENTS}=1 and commit the new record."
         )
-    return {
-        "tables": got,
-        "verdict": f"{_SAME} and to {CONTENTS.name} (recorded {expected['recorded']} at {expected['commit']})",
-    }
+    return {"tables": got, "verdict": f"{_SAME} and to {recorded}"}
 
 
 def _commit() -> str:
@@ -409,7 +392,6 @@ def _marginal_rounds(raw: dict[str, Any]) -> list[float]:
 
 
 def _fixed_rounds(ms: dict[str, Any]) -> list[float]:
-    """The fixed cost of each round: the one-page ingest's seconds over the bare session's."""
     return [one / bare for one, bare in _paired(ms, "one_page", "bare")]
 
 
@@ -464,14 +446,8 @@ def _reference_extract(path: str, sink: Counter[str]) -> list[tuple[Any, ...]]:
                     winners = [
                         (w.findtext(winner_name), w.findtext(winner_id)) for w in result.iterfind(CAC["WinningParty"])
                     ]
-                    results.append(
-                        (
-                            result.findtext(CBC["ResultCode"]),
-                            result.findtext(lot_of_result),
-                            amount(result.findtext(payable)),
-                            winners,
-                        )
-                    )
+                    code, lot = result.findtext(CBC["ResultCode"]), result.findtext(lot_of_result)
+                    results.append((code, lot, amount(result.findtext(payable)), winners))
                     sink["winners"] += len(winners)
                 record += [
                     cfs.findtext(CBC["ContractFolderID"]),
@@ -504,6 +480,10 @@ def _timed_runs(fn: Callable[[], Any], repeats: int) -> dict[str, Any]:
         fn()
         runs.append(time.perf_counter() - t0)
         cpus.append(cpu_seconds() - c0)
+    return _best(runs, cpus)
+
+
+def _best(runs: list[float], cpus: list[float]) -> dict[str, Any]:
     best = runs.index(min(runs))
     return {"runs_s": runs, "best_s": runs[best], "cpu_s_best": cpus[best]}
 
@@ -529,7 +509,6 @@ def _child_reference(p: dict[str, Any]) -> dict[str, Any]:
 # -- children: single process ---------------------------------------------------------------------
 def _child_single(p: dict[str, Any]) -> dict[str, Any]:
     """`parse_page` and `stage_page`, one process, one core, same pages."""
-    from placsp_provider.datasets import get_dataset
     from placsp_provider.ingest.staging import stage_page
     from placsp_provider.parser.page_parser import parse_page
 
@@ -558,7 +537,6 @@ def _each_page(fn: Callable[..., Any], files: list[str], ds: Any) -> None:
 # -- children: Spark ------------------------------------------------------------------------------
 def _staged_tallies(spark: Any, files: list[str], staging: str) -> Any:
     """The ingest's parse-and-route over `files`: rows staged under `staging`, the tallies' frame."""
-    from placsp_provider.datasets import get_dataset
     from placsp_provider.spark.routing import stage_pages
 
     lake = str(Path(files[0]).parent)  # the pages' folder stands for the lake: names become relative
@@ -582,7 +560,6 @@ def _child_spark_route(p: dict[str, Any]) -> dict[str, Any]:
         _rows_by_kind(_staged_tallies(spark, p["warm_files"], str(root / "warm")))
     _warm_page_cache(p["files"])
     tree = ProcessTree()
-    tree.reset()
     tree.start()
     runs, cpus, counts = [], [], {}
     # The ingest's task split (`route_files`), around each action: Spark reads it when a scan runs.
@@ -599,23 +576,13 @@ def _child_spark_route(p: dict[str, Any]) -> dict[str, Any]:
             shutil.rmtree(root / str(i))
     tree.stop()
     shutil.rmtree(root, ignore_errors=True)
-    best = runs.index(min(runs))
-    out = {
-        "runs_s": runs,
-        "best_s": runs[best],
-        "cpu_s_best": cpus[best],
-        "cpu_runs": cpus,
-        "tree": tree.report(),
-        "partitions": partitions,
-        "counts": counts,
-    }
+    out = _best(runs, cpus) | {"cpu_runs": cpus, "tree": tree.report(), "partitions": partitions, "counts": counts}
     spark.stop()
     return out
 
 
 def _child_spark_ingest(p: dict[str, Any]) -> dict[str, Any]:
     """The `spark` engine's ingest into a fresh lake; where the time went from Delta's history and Spark's tracker."""
-    from placsp_provider.datasets import get_dataset
     from placsp_provider.ingest.request import IngestRequest
     from placsp_provider.ingest.run import ingest as run_ingest
 
@@ -631,13 +598,9 @@ def _child_spark_ingest(p: dict[str, Any]) -> dict[str, Any]:
         seconds = time.perf_counter() - t
         commits = delta_commits(spark, lake, {})  # a fresh lake: every commit is this run's
         jobs = len(spark.sparkContext.statusTracker().getJobIdsForGroup(group))
-        return seconds, {
-            "commits": commits,
-            "merge_execution_s": sum(sec for _, sec in merge_seconds(commits)),
-            "merge_wall_s": merge_wall_seconds(commits),
-            "spark_jobs": jobs,
-            "summary": {k: summary[k] for k in ("read", "silver", "files", "conservation")},
-        }
+        out = {"commits": commits, "merge_execution_s": sum(sec for _, sec in merge_seconds(commits))}
+        out |= {"merge_wall_s": merge_wall_seconds(commits), "spark_jobs": jobs}
+        return seconds, out | {"summary": {k: summary[k] for k in ("read", "silver", "files", "conservation")}}
 
     lake = Path(p["lake"])
     warm_lake = lake.with_name(lake.name + "-warm")
@@ -649,19 +612,9 @@ def _child_spark_ingest(p: dict[str, Any]) -> dict[str, Any]:
     run["contents"] = lake_contents(spark, lake)
     spark.stop()
     shutil.rmtree(lake, ignore_errors=True)
-    return {
-        "runs_s": [seconds],
-        "best_s": seconds,
-        "cpu_s_best": measured["cpu_s"],
-        "tree": measured["tree"],
-        "run": run,
-        "warm_s": warm_s,
-        "small": {
-            "seconds": small_s,
-            "merge_execution_s": small["merge_execution_s"],
-            "merge_wall_s": small["merge_wall_s"],
-        },
-    }
+    small = {"seconds": small_s} | {k: small[k] for k in ("merge_execution_s", "merge_wall_s")}
+    timed = _best([seconds], [measured["cpu_s"]])  # one run
+    return timed | {"tree": measured["tree"], "run": run, "warm_s": warm_s, "small": small}
 
 
 def _since_process_start() -> float:
@@ -679,7 +632,6 @@ def _child_fresh_ingest(p: dict[str, Any]) -> dict[str, Any]:
         shutil.copytree(p["base_lake"], lake, symlinks=True)
     manifests = tuple(sorted(link_lake(Path(p["template"]), lake, "bench-more.json" if p.get("base_lake") else None)))
     setup_s = time.perf_counter() - t0
-    from placsp_provider.datasets import get_dataset
     from placsp_provider.ingest.engines import choose_engine, needs_spark
     from placsp_provider.ingest.request import IngestRequest
     from placsp_provider.ingest.run import ingest
@@ -687,8 +639,7 @@ def _child_fresh_ingest(p: dict[str, Any]) -> dict[str, Any]:
     # Memory of the ingest itself (session start to the end of `ingest`), sampled by this process:
     # the parent's sampling of the whole child also covers the contents check below.
     tree = ProcessTree(interval=0.5)
-    tree.reset(clear=False)
-    tree.start()
+    tree.start(clear=False)
     request = IngestRequest(get_dataset(_DATASET), lake, "bench", manifests=manifests)
     # `engine` auto: the CLI's choice (delta-rs, without a JVM, for a small batch into existing tables).
     engine = choose_engine(request, p.get("engine", "spark"))
@@ -696,13 +647,8 @@ def _child_fresh_ingest(p: dict[str, Any]) -> dict[str, Any]:
     summary = ingest(request, engine, spark=spark)
     process_s = _since_process_start() - setup_s
     tree.stop()
-    out = {
-        "process_s": process_s,
-        "setup_s": setup_s,
-        "engine": engine,
-        "ingest_tree": tree.report(),
-        "summary": {k: summary[k] for k in ("read", "silver", "files", "merge")},
-    }
+    out = {"process_s": process_s, "setup_s": setup_s, "engine": engine, "ingest_tree": tree.report()}
+    out["summary"] = {k: summary[k] for k in ("read", "silver", "files", "merge")}
     if spark is None:
         return out
     if not p.get("base_lake"):
@@ -723,13 +669,4 @@ def _child_bare_session(p: dict[str, Any]) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    child_main(
-        {
-            "reference": _child_reference,
-            "single": _child_single,
-            "spark_route": _child_spark_route,
-            "spark_ingest": _child_spark_ingest,
-            "fresh_ingest": _child_fresh_ingest,
-            "bare_session": _child_bare_session,
-        }
-    )
+    child_main(globals())

@@ -89,32 +89,22 @@ DUPLICATE_ID = "duplicate_id"
 TOMBSTONE_AFTER_UPDATE = "tombstone_after_update"
 TOMBSTONE_BEFORE_UPDATE = "tombstone_before_update"
 
-CORRUPTION_KINDS: tuple[str, ...] = (
-    UNCLOSED_TAG,
-    NA_AMOUNT,
-    DECIMAL_COMMA,
-    REPEATED_SINGLE,
-    TRUNCATED_PAGE,
-    LATIN1_BYTES,
-    UNBOUND_PREFIX,
-    DUPLICATE_ID,
-    TOMBSTONE_BEFORE_UPDATE,
-    TOMBSTONE_AFTER_UPDATE,
-)
-# Kinds that make the whole page not well-formed.
-PAGE_LEVEL_KINDS = frozenset({UNCLOSED_TAG, TRUNCATED_PAGE, LATIN1_BYTES, UNBOUND_PREFIX})
+# Kind -> the stage that must catch it, in the round-robin order of a corruption mix.
 EXPECTED_STAGE: dict[str, str] = {
     UNCLOSED_TAG: "bronze",
-    TRUNCATED_PAGE: "bronze",
-    LATIN1_BYTES: "bronze",
-    UNBOUND_PREFIX: "bronze",
     NA_AMOUNT: "silver_dead_letter",
     DECIMAL_COMMA: "silver_normalise",
     REPEATED_SINGLE: "silver_parse",
+    TRUNCATED_PAGE: "bronze",
+    LATIN1_BYTES: "bronze",
+    UNBOUND_PREFIX: "bronze",
     DUPLICATE_ID: "silver_merge",
-    TOMBSTONE_AFTER_UPDATE: "silver_merge",
     TOMBSTONE_BEFORE_UPDATE: "silver_merge",
+    TOMBSTONE_AFTER_UPDATE: "silver_merge",
 }
+CORRUPTION_KINDS: tuple[str, ...] = tuple(EXPECTED_STAGE)
+# Kinds that make the whole page not well-formed.
+PAGE_LEVEL_KINDS = frozenset(kind for kind, stage in EXPECTED_STAGE.items() if stage == "bronze")
 
 ENTRY_POOLS = ("1044", "643", "mixed")
 TOMBSTONE_STYLES = ("root", "inline")
@@ -289,23 +279,13 @@ def generate_corpus(
     spec = CorpusSpec(pages, items_per_page, corruption_rate, seed, dataset_key, **options)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    files: list[Path] = []
-    facts: list[PageFacts] = []
     plan = _plan(spec)
+    facts: list[PageFacts] = []
     for page_facts, body in _render(spec, plan):
-        path = out_dir / page_facts.file
-        path.write_bytes(body)
-        files.append(path)
+        (out_dir / page_facts.file).write_bytes(body)
         facts.append(page_facts)
-    return Corpus(
-        spec=spec,
-        files=files,
-        pages=facts,
-        ground_truth=plan.ground_truth,
-        total_entries=sum(p.entries for p in facts),
-        total_tombstones=sum(p.tombstones for p in facts),
-        bytes=sum(p.bytes for p in facts),
-    )
+    totals = (sum(p.entries for p in facts), sum(p.tombstones for p in facts), sum(p.bytes for p in facts))
+    return Corpus(spec, [out_dir / p.file for p in facts], facts, plan.ground_truth, *totals)
 
 
 def chain_routes(corpus: Corpus) -> dict[str, Route]:
@@ -321,7 +301,6 @@ def chain_routes(corpus: Corpus) -> dict[str, Route]:
 # -- real entries ---------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class _Template:
-    source: str
     head: bytes  # `<entry>` ... `<id>`
     between: bytes  # `</id>` ... `<updated>`
     tail: bytes  # `</updated>` ... `</entry>`
@@ -336,33 +315,27 @@ class _Template:
     def supports(self, kind: str) -> bool:
         if kind in (NA_AMOUNT, DECIMAL_COMMA):
             return self.has_amount
-        if kind == REPEATED_SINGLE:
-            return self.has_single_repeatable
-        if kind == LATIN1_BYTES:
-            return self.has_latin1_summary
-        return True
+        return {REPEATED_SINGLE: self.has_single_repeatable, LATIN1_BYTES: self.has_latin1_summary}.get(kind, True)
 
 
-def _pool_sources(pool: str) -> list[tuple[str, bytes]]:
+def _pool_pages(pool: str) -> list[bytes]:
     s = samples_dir()
-    out: list[tuple[str, bytes]] = []
+    out: list[bytes] = []
     if pool in ("1044", "mixed"):
         for zip_path in sorted((s / "1044_agregadas").glob("*.zip")):
             with zipfile.ZipFile(zip_path) as archive:
-                for name in sorted(archive.namelist()):
-                    if name.endswith(".atom"):
-                        out.append((f"{zip_path.name}:{name}", archive.read(name)))
+                out += [archive.read(name) for name in sorted(archive.namelist()) if name.endswith(".atom")]
     if pool in ("643", "mixed"):
         for rel in ("resolvedWithLotsAllAwarded/version7.atom", "resolvedWithNoLots/version11.atom"):
-            out.append((f"643_licitaciones/{rel}", (s / "643_licitaciones" / rel).read_bytes()))
+            out.append((s / "643_licitaciones" / rel).read_bytes())
     return out
 
 
 @functools.lru_cache(maxsize=4)
 def _templates(pool: str) -> tuple[_Template, ...]:
     templates: list[_Template] = []
-    for source, data in _pool_sources(pool):
-        for n, match in enumerate(_ENTRY_RE.finditer(data)):
+    for data in _pool_pages(pool):
+        for match in _ENTRY_RE.finditer(data):
             entry = match.group(0)
             i0, i1 = entry.index(b"<id>") + 4, entry.index(b"</id>")
             u0, u1 = entry.index(b"<updated>") + 9, entry.index(b"</updated>")
@@ -370,7 +343,6 @@ def _templates(pool: str) -> tuple[_Template, ...]:
             text = summary.group(2).decode("utf-8") if summary else ""
             templates.append(
                 _Template(
-                    source=f"{source}#{n}",
                     head=entry[:i0],
                     between=entry[i1:u0],
                     tail=entry[u1:],
@@ -493,10 +465,9 @@ def _inject(spec: CorpusSpec, plan: _Plan, rng: random.Random, templates: tuple[
             where[id(member)] = page
             (free_entries if member.is_entry else free_tombs).append(member)
     last_entries = {id(p.entries[-1]) for p in corruptible if p.entries}
-    if spec.corruption_count is not None:
-        count = spec.corruption_count
-    else:
-        count = round(spec.corruption_rate * len(free_entries))
+    count = (
+        spec.corruption_count if spec.corruption_count is not None else round(spec.corruption_rate * len(free_entries))
+    )
     weights = spec._weights()
     cycle = [k for k in CORRUPTION_KINDS for _ in range(weights.get(k, 0))]
     if not count or not cycle:
@@ -507,77 +478,62 @@ def _inject(spec: CorpusSpec, plan: _Plan, rng: random.Random, templates: tuple[
     rng.shuffle(free_entries)
     rng.shuffle(free_tombs)
     truncated: set[int] = set()
-    records: list[tuple[str, _Item, _Page, list[_Page]]] = []  # kind, item, its page, pages involved
+    records: list[tuple[str, _Item, list[_Page]]] = []  # kind, item, pages involved (its own first)
     for n in range(count):
         kind = cycle[n % len(cycle)]
+        partner: _Item | None = None  # the other item of a two-item kind
         if kind == TRUNCATED_PAGE:
             item = _take(free_entries, lambda e: id(e) in last_entries and where[id(e)].index not in truncated)
             if item is None:
                 continue
-            page = where[id(item)]
-            truncated.add(page.index)
+            truncated.add(where[id(item)].index)
             entry = templates[item.template].render(item.ident, _stamp(item.when))
             item.facts = {"kept_bytes": str(len(entry) // 2), "entry_bytes": str(len(entry))}
-            item.corruption = kind
-            records.append((kind, item, page, [page]))
         elif kind == DUPLICATE_ID:
             if len(free_entries) < 2:
                 continue
             a, b = _take(free_entries), _take(free_entries)
             assert a is not None and b is not None
-            newer, older = (a, b) if a.when > b.when else (b, a)
-            older.ident = newer.ident
-            newer.facts = {
-                "newest_updated": _stamp(newer.when),
-                "older_updated": _stamp(older.when),
-                "older_page_file": where[id(older)].file,
+            item, partner = (a, b) if a.when > b.when else (b, a)  # the newer and the older version
+            partner.ident = item.ident
+            item.facts = {
+                "newest_updated": _stamp(item.when),
+                "older_updated": _stamp(partner.when),
+                "older_page_file": where[id(partner)].file,
             }
-            newer.corruption = kind
-            records.append((kind, newer, where[id(newer)], [where[id(newer)], where[id(older)]]))
         elif kind in (TOMBSTONE_AFTER_UPDATE, TOMBSTONE_BEFORE_UPDATE):
             after = kind == TOMBSTONE_AFTER_UPDATE
             pair = _take_pair(free_tombs, free_entries, after)
             if pair is None:
                 continue
-            tomb, entry_item = pair
-            tomb.ident = entry_item.ident
-            tomb.corruption = kind
-            tomb.facts = {
-                "entry_updated": _stamp(entry_item.when),
-                "entry_page_file": where[id(entry_item)].file,
-                "tombstone_when": _stamp(tomb.when),
+            item, partner = pair  # the tombstone and the entry it names
+            item.ident = partner.ident
+            item.facts = {
+                "entry_updated": _stamp(partner.when),
+                "entry_page_file": where[id(partner)].file,
+                "tombstone_when": _stamp(item.when),
                 "entry_survives": "false" if after else "true",
             }
-            records.append((kind, tomb, where[id(tomb)], [where[id(tomb)], where[id(entry_item)]]))
         else:
             item = _take(free_entries)
             if item is None:
                 continue
-            supporting = [i for i, t in enumerate(templates) if t.supports(kind)]
-            item.template = rng.choice(supporting)
-            item.corruption = kind
+            item.template = rng.choice([i for i, t in enumerate(templates) if t.supports(kind)])
             _, item.facts = _corrupt(kind, templates[item.template].render(item.ident, _stamp(item.when)))
-            records.append((kind, item, where[id(item)], [where[id(item)]]))
+        item.corruption = kind
+        records.append((kind, item, [where[id(i)] for i in (item, partner) if i is not None]))
 
-    page_breakers: dict[int, str] = {}
-    for kind, _item, page, _pages in records:
-        if kind in PAGE_LEVEL_KINDS:
-            page_breakers.setdefault(page.index, kind)
-    for kind, item, page, involved in records:
+    # The first page-level kind of each page (records are in injection order).
+    breakers = {pages[0].index: kind for kind, _, pages in reversed(records) if kind in PAGE_LEVEL_KINDS}
+    for kind, item, involved in records:
         masked = None
         if kind not in PAGE_LEVEL_KINDS:
-            masked = next((page_breakers[p.index] for p in involved if p.index in page_breakers), None)
-        plan.ground_truth.append(
-            Corruption(
-                page_file=page.file,
-                entry_id=item.ident,
-                kind=kind,
-                expected_stage=EXPECTED_STAGE[kind],
-                detail=_detail(kind, item.facts),
-                facts=dict(item.facts),
-                masked_by=masked,
-            )
+            masked = next((breakers[p.index] for p in involved if p.index in breakers), None)
+        facts = dict(item.facts)
+        truth = Corruption(
+            involved[0].file, item.ident, kind, EXPECTED_STAGE[kind], _detail(kind, facts), facts, masked
         )
+        plan.ground_truth.append(truth)
     order = {p.file: p.index for p in plan.pages}
     plan.ground_truth.sort(key=lambda c: (order[c.page_file], c.kind, c.entry_id))
 
@@ -602,7 +558,6 @@ def _take_pair(tombs: list[_Item], entries: list[_Item], after: bool) -> tuple[_
 
 
 def _on_side(when: datetime, older: bool, entry: _Item) -> bool:
-    """Is `entry` older (or newer) than a tombstone dated `when`?"""
     return entry.when < when if older else entry.when > when
 
 
@@ -682,23 +637,11 @@ def _corrupt(kind: str, entry: bytes) -> tuple[bytes, dict[str, str]]:
 # -- rendering ------------------------------------------------------------------------------------
 def _render(spec: CorpusSpec, plan: _Plan) -> Iterator[tuple[PageFacts, bytes]]:
     templates = _templates(spec.pool)
-    for page in plan.pages:
-        body, well_formed = _render_page(spec, plan, page, templates)
-        items = page.items
-        yield (
-            PageFacts(
-                index=page.index,
-                file=page.file,
-                entries=sum(i.is_entry for i in items),
-                tombstones=sum(not i.is_entry for i in items),
-                bytes=len(body),
-                well_formed=well_formed,
-                newest=max(i.when for i in items),
-                oldest=min(i.when for i in items),
-                published=page.published,
-            ),
-            body,
-        )
+    for p in plan.pages:
+        body, well_formed = _render_page(spec, plan, p, templates)
+        when, entries = [i.when for i in p.items], sum(i.is_entry for i in p.items)
+        counts = (entries, len(when) - entries, len(body), well_formed)  # entries, tombstones, bytes
+        yield PageFacts(p.index, p.file, *counts, max(when), min(when), p.published), body
 
 
 def _render_page(spec: CorpusSpec, plan: _Plan, page: _Page, templates: tuple[_Template, ...]) -> tuple[bytes, bool]:

@@ -20,9 +20,10 @@ import json
 import re
 import sys
 import time
+from dataclasses import asdict
 from pathlib import Path
 
-from benchmarks._common import REPO, BenchResult, machine_facts
+from benchmarks._common import OUT, REPO, BenchResult, machine_facts
 
 BENCHMARKS: tuple[str, ...] = (
     "benchmarks.bench_extract",
@@ -35,7 +36,6 @@ BENCHMARKS: tuple[str, ...] = (
 NAMES = [m.rsplit(".", 1)[-1].removeprefix("bench_") for m in BENCHMARKS]  # what `--only` takes
 
 DOCS = REPO / "docs" / "benchmarks.md"
-OUT = REPO / "benchmarks" / "out"
 LIMIT = 15_000  # bytes of docs/benchmarks.md (issue 32): a section that grows past it says too much
 _HEADER = """# Benchmarks
 
@@ -67,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
         sections[result.name] = section(result, facts["date"])
         print("\n" + sections[result.name], flush=True)
         args.out.mkdir(parents=True, exist_ok=True)
-        raw = {"machine": facts, "quick": args.quick, "command": "make bench", **result.to_json()}
+        raw = {"machine": facts, "quick": args.quick, "command": "make bench", **asdict(result)}
         (args.out / f"{result.name}{'-quick' if args.quick else ''}.json").write_text(
             json.dumps(raw, indent=2, default=str) + "\n"
         )
