@@ -113,9 +113,8 @@ def sent_form(url: str, schemes: str = "http and https") -> tuple[str, Origin]:
         # Sending `sent` must not change it again: requests re-prepares what it is given.
         raise RefusedUrlError("requests would rewrite it again on sending; it has no stable form")
     origin = _connection_origin(sent)
-    for form in (url, sent):
-        if origin_of(form) != origin:
-            seen = origin_of(form)
+    for seen in (origin_of(url), origin_of(sent)):
+        if seen != origin:
             raise RefusedUrlError(
                 f"its host reads as {seen or 'nothing'} to urllib.parse but as {origin} to the HTTP library; "
                 "a URL that parsers read differently is never fetched"
