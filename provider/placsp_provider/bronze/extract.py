@@ -244,8 +244,7 @@ class _Waiting:
 
 
 class _Checkpoint:
-    """Moves the landed pages into Bronze in batches, each batch followed at once by the manifest
-    listing it (`complete: false`, a `stop_reason` saying so), for a run that dies without a word.
+    """Moves the landed pages into Bronze in batches, each followed at once by the manifest listing it.
 
     Checkpoints come after the first page (an operator sees the run at once), then every
     `checkpoint_seconds` or `checkpoint_pages` pages, whichever is first, before each archive
@@ -301,13 +300,12 @@ class _Checkpoint:
     def publish(self) -> None:
         """Rename the waiting pages into Bronze (flushed when they were landed: renames only, so the
         moment between a batch's renames and its manifest is short) and add them to the manifest."""
-        dataset = self.manifest.dataset
         while self.waiting:
             page = self.waiting[0]
             try:
                 page.page.newly_landed = land_atomically(page.tmp, page.final, synced=True)
             except OSError as err:  # a full disk, permissions: the page is not landed, say where and why
-                raise landing_error(dataset, page.url, page.final, err) from err
+                raise landing_error(self.manifest.dataset, page.url, page.final, err) from err
             self.waiting.popleft()
             self.manifest.pages.append(page.page)
             self.pages.setdefault(page.page.file, _page_json(page.page))
@@ -356,11 +354,10 @@ class _Run:
     def extract(self) -> None:
         ds, request = self.req.dataset, self.req
         use_chain = ds.has_live_feed and request.source == "auto"
-        reached = self.walk_chain() if use_chain else None
         if not use_chain:
             self.manifest.stop_reason = "archives requested" if ds.has_live_feed else "archive-only dataset"
-            self.from_archives(request.window_start, request.end)
-        elif reached is not None and reached > request.window_start:
+        reached = self.walk_chain() if use_chain else None
+        if not use_chain or (reached is not None and reached > request.window_start):
             # The whole window, not just the uncovered part: a page already landed from the
             # chain has the same bytes in the archive and is recorded once (same file).
             self.from_archives(request.window_start, request.end)
@@ -696,15 +693,13 @@ def extract_member(
                     )
                 digest.update(chunk)
                 out.write(chunk)
-    except (zipfile.BadZipFile, EOFError, RuntimeError, NotImplementedError, zlib.error) as err:
+    except BaseException as err:
         dest.unlink(missing_ok=True)
-        raise FeedError(dataset, redact(url), f"archive member cannot be read ({printable(err)})") from err
-    except OSError as err:
-        dest.unlink(missing_ok=True)
-        raise FeedError(
-            dataset, redact(url), f"archive member cannot be inflated to {dest.parent} ({printable(err)})"
-        ) from err
-    except BaseException:
-        dest.unlink(missing_ok=True)
+        if isinstance(err, zipfile.BadZipFile | EOFError | RuntimeError | NotImplementedError | zlib.error):
+            raise FeedError(dataset, redact(url), f"archive member cannot be read ({printable(err)})") from err
+        if isinstance(err, OSError):
+            raise FeedError(
+                dataset, redact(url), f"archive member cannot be inflated to {dest.parent} ({printable(err)})"
+            ) from err
         raise
     return Download(url, url, dest, size, digest.hexdigest(), "application/atom+xml")
