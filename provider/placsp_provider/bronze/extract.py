@@ -29,7 +29,7 @@ import zipfile
 import zlib
 from collections import deque
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -181,8 +181,6 @@ def _write_manifest(path: Path, text: str, dataset: str) -> None:
 def _listed_before(path: Path) -> list[LandedPage]:
     """The pages the interval's manifest lists now (none when there is none, or it is unreadable:
     the list of this run is still better than none)."""
-    if not path.is_file():
-        return []
     try:
         return Manifest.load(path).pages
     except (OSError, ValueError, TypeError):
@@ -331,25 +329,17 @@ def landing_error(dataset: str, url: str, final: Path, err: OSError) -> PlacspEr
     )
 
 
+@dataclass
 class _Run:
-    def __init__(
-        self,
-        client: FeedClient,
-        request: ExtractRequest,
-        manifest: Manifest,
-        progress: Progress | None,
-        incoming: Path,
-        checkpoint: _Checkpoint,
-    ):
-        self.client = client
-        self.req = request
-        self.manifest = manifest
-        self.progress = progress
-        self.bytes_so_far = 0
-        # A folder per run: concurrent runs of one dataset never touch each other's temp files.
-        self.incoming = incoming
-        self.checkpoint = checkpoint
-        self.landed: set[str] = set()  # lake-relative files landed by this run (in Bronze or waiting)
+    client: FeedClient
+    req: ExtractRequest
+    manifest: Manifest
+    progress: Progress | None
+    # A folder per run: concurrent runs of one dataset never touch each other's temp files.
+    incoming: Path
+    checkpoint: _Checkpoint
+    bytes_so_far: int = 0
+    landed: set[str] = field(default_factory=set)  # lake-relative files landed by this run (in Bronze or waiting)
 
     def extract(self) -> None:
         ds, request = self.req.dataset, self.req

@@ -24,8 +24,7 @@ DEMO_DATE = "2025-08-19"
 
 
 def samples_dir() -> Path:
-    here = Path(__file__).resolve()
-    for parent in here.parents:
+    for parent in Path(__file__).resolve().parents:
         candidate = parent / "include" / "placsp_samples"
         if candidate.is_dir():
             return candidate

@@ -226,8 +226,17 @@ class FeedClient:
         while True:
             try:
                 result = self._download_once(url, dest, limit, what)
-            except _TransientError as err:
+            except BaseException as err:
                 dest.unlink(missing_ok=True)
+                if isinstance(err, OSError):  # the disk, not the network (requests' errors are caught inside)
+                    raise FeedError(
+                        self.dataset,
+                        redact(url),
+                        f"stage landing: could not write the {what} to {dest.parent}: {err.strerror or err}; "
+                        "nothing partial was kept",
+                    ) from err
+                if not isinstance(err, _TransientError):
+                    raise
                 self._consecutive_failures += 1
                 if attempt >= self.config.max_retries:
                     raise FeedError(
@@ -253,17 +262,6 @@ class FeedClient:
                 self._sleep(delay)
                 attempt += 1
                 continue
-            except OSError as err:  # the disk, not the network (requests' errors are caught inside)
-                dest.unlink(missing_ok=True)
-                raise FeedError(
-                    self.dataset,
-                    redact(url),
-                    f"stage landing: could not write the {what} to {dest.parent}: {err.strerror or err}; "
-                    "nothing partial was kept",
-                ) from err
-            except BaseException:
-                dest.unlink(missing_ok=True)
-                raise
             self._consecutive_failures = 0
             return result
 
@@ -584,10 +582,8 @@ def looks_like_html(head: bytes) -> bool:
 
 def _digits(value: str | None) -> int | None:
     """A header made of ASCII digits only, as an int (`str.isdigit` also accepts `²` or `٣`)."""
-    if value is None:
-        return None
-    value = value.strip()
-    return int(value) if value and value.isascii() and value.isdigit() else None
+    value = (value or "").strip()
+    return int(value) if value.isascii() and value.isdigit() else None
 
 
 def _wire(response: requests.Response, decoded: int) -> int:
@@ -648,8 +644,7 @@ def client_config_from_extras(base_url: str | None, extras: dict[str, Any]) -> C
         kwargs["verify"] = str(extras["ca_bundle"])
     elif str(extras.get("verify", "true")).lower() in ("false", "0", "no"):
         kwargs["verify"] = False
-    hosts = extras.get("allowed_hosts")
-    if hosts:
+    if hosts := extras.get("allowed_hosts"):
         kwargs["allowed_hosts"] = tuple(h.strip() for h in str(hosts).split(",") if h.strip())
     if extras.get("user_agent"):
         kwargs["user_agent"] = str(extras["user_agent"])

@@ -83,9 +83,7 @@ def origin_of(url: str) -> Origin | None:
     host = (parts.hostname or "").lower()
     if not scheme or not host:
         return None
-    if port is None:
-        port = _DEFAULT_PORTS.get(scheme, 0)
-    return Origin(scheme, host, port)
+    return Origin(scheme, host, _DEFAULT_PORTS.get(scheme, 0) if port is None else port)
 
 
 def without_userinfo(url: str) -> tuple[str, tuple[str, str] | None]:
