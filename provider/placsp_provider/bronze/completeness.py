@@ -163,23 +163,12 @@ class CompletenessReport:
 
     def summary(self) -> dict[str, Any]:
         """The compact figure for XCom and the CLI's --json (days with a gap listed, at most 31)."""
-        return {
-            "dataset": self.dataset,
-            "month": self.month,
-            "status": self.status,
-            "published": self.published,
-            "landed_before": self.landed_before,
-            "recovered": self.recovered,
-            "only_in_bronze": self.only_in_bronze,
-            "after_archive": self.after_archive,
-            "unaccounted": self.unaccounted,
-            "members_recovered": self.members_recovered,
-            "gap_days": {d: self.days[d].recovered for d in self.gap_days()},
-            "manifest": self.manifest,
-            "report": self.report,
-            "archive": self.archive,
-            "base_url": self.base_url,
-        }
+        keys = (
+            "dataset month status published landed_before recovered only_in_bronze after_archive unaccounted "
+            "members_recovered gap_days manifest report archive base_url"
+        )
+        gaps = {d: self.days[d].recovered for d in self.gap_days()}
+        return {key: gaps if key == "gap_days" else getattr(self, key) for key in keys.split()}
 
     def to_json(self) -> str:
         out = asdict(self)
@@ -398,9 +387,7 @@ def _tail_start(request: CompletenessRequest, *, ends_with_month: bool, reach: d
     month's last `LAST_PAGE_SPAN`: one that stops earlier is cut short, and everything Bronze holds
     after it is unaccounted. A yearly archive of any other month must hold the month whole.
     """
-    if not ends_with_month or reach is None or reach < request.end - LAST_PAGE_SPAN:
-        return None
-    return reach
+    return reach if ends_with_month and reach is not None and reach >= request.end - LAST_PAGE_SPAN else None
 
 
 def _count_days(

@@ -29,7 +29,7 @@ import zipfile
 import zlib
 from collections import deque
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -181,8 +181,6 @@ def _write_manifest(path: Path, text: str, dataset: str) -> None:
 def _listed_before(path: Path) -> list[LandedPage]:
     """The pages the interval's manifest lists now (none when there is none, or it is unreadable:
     the list of this run is still better than none)."""
-    if not path.is_file():
-        return []
     try:
         return Manifest.load(path).pages
     except (OSError, ValueError, TypeError):
@@ -244,8 +242,7 @@ class _Waiting:
 
 
 class _Checkpoint:
-    """Moves the landed pages into Bronze in batches, each batch followed at once by the manifest
-    listing it (`complete: false`, a `stop_reason` saying so), for a run that dies without a word.
+    """Moves the landed pages into Bronze in batches, each followed at once by the manifest listing it.
 
     Checkpoints come after the first page (an operator sees the run at once), then every
     `checkpoint_seconds` or `checkpoint_pages` pages, whichever is first, before each archive
@@ -301,13 +298,12 @@ class _Checkpoint:
     def publish(self) -> None:
         """Rename the waiting pages into Bronze (flushed when they were landed: renames only, so the
         moment between a batch's renames and its manifest is short) and add them to the manifest."""
-        dataset = self.manifest.dataset
         while self.waiting:
             page = self.waiting[0]
             try:
                 page.page.newly_landed = land_atomically(page.tmp, page.final, synced=True)
             except OSError as err:  # a full disk, permissions: the page is not landed, say where and why
-                raise landing_error(dataset, page.url, page.final, err) from err
+                raise landing_error(self.manifest.dataset, page.url, page.final, err) from err
             self.waiting.popleft()
             self.manifest.pages.append(page.page)
             self.pages.setdefault(page.page.file, _page_json(page.page))
@@ -333,34 +329,25 @@ def landing_error(dataset: str, url: str, final: Path, err: OSError) -> PlacspEr
     )
 
 
+@dataclass
 class _Run:
-    def __init__(
-        self,
-        client: FeedClient,
-        request: ExtractRequest,
-        manifest: Manifest,
-        progress: Progress | None,
-        incoming: Path,
-        checkpoint: _Checkpoint,
-    ):
-        self.client = client
-        self.req = request
-        self.manifest = manifest
-        self.progress = progress
-        self.bytes_so_far = 0
-        # A folder per run: concurrent runs of one dataset never touch each other's temp files.
-        self.incoming = incoming
-        self.checkpoint = checkpoint
-        self.landed: set[str] = set()  # lake-relative files landed by this run (in Bronze or waiting)
+    client: FeedClient
+    req: ExtractRequest
+    manifest: Manifest
+    progress: Progress | None
+    # A folder per run: concurrent runs of one dataset never touch each other's temp files.
+    incoming: Path
+    checkpoint: _Checkpoint
+    bytes_so_far: int = 0
+    landed: set[str] = field(default_factory=set)  # lake-relative files landed by this run (in Bronze or waiting)
 
     def extract(self) -> None:
         ds, request = self.req.dataset, self.req
         use_chain = ds.has_live_feed and request.source == "auto"
-        reached = self.walk_chain() if use_chain else None
         if not use_chain:
             self.manifest.stop_reason = "archives requested" if ds.has_live_feed else "archive-only dataset"
-            self.from_archives(request.window_start, request.end)
-        elif reached is not None and reached > request.window_start:
+        reached = self.walk_chain() if use_chain else None
+        if not use_chain or (reached is not None and reached > request.window_start):
             # The whole window, not just the uncovered part: a page already landed from the
             # chain has the same bytes in the archive and is recorded once (same file).
             self.from_archives(request.window_start, request.end)
@@ -696,15 +683,13 @@ def extract_member(
                     )
                 digest.update(chunk)
                 out.write(chunk)
-    except (zipfile.BadZipFile, EOFError, RuntimeError, NotImplementedError, zlib.error) as err:
+    except BaseException as err:
         dest.unlink(missing_ok=True)
-        raise FeedError(dataset, redact(url), f"archive member cannot be read ({printable(err)})") from err
-    except OSError as err:
-        dest.unlink(missing_ok=True)
-        raise FeedError(
-            dataset, redact(url), f"archive member cannot be inflated to {dest.parent} ({printable(err)})"
-        ) from err
-    except BaseException:
-        dest.unlink(missing_ok=True)
+        if isinstance(err, zipfile.BadZipFile | EOFError | RuntimeError | NotImplementedError | zlib.error):
+            raise FeedError(dataset, redact(url), f"archive member cannot be read ({printable(err)})") from err
+        if isinstance(err, OSError):
+            raise FeedError(
+                dataset, redact(url), f"archive member cannot be inflated to {dest.parent} ({printable(err)})"
+            ) from err
         raise
     return Download(url, url, dest, size, digest.hexdigest(), "application/atom+xml")

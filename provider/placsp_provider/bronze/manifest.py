@@ -39,7 +39,7 @@ class LandedPage:
         cls, scan: PageScan, *, url: str, file: str, size: int, sha256: str, source: str, newly_landed: bool
     ) -> LandedPage:
         """The manifest line of a landed page: its counts are the scan's, never Spark's."""
-        stamps = scan.to_json()
+        stamps = {key: value for key, value in scan.to_json().items() if key.startswith(("min_", "max_"))}
         return cls(
             url=url,
             file=file,
@@ -47,10 +47,7 @@ class LandedPage:
             sha256=sha256,
             entries=scan.entries,
             tombstones=scan.tombstones,
-            min_updated=stamps["min_updated"],
-            max_updated=stamps["max_updated"],
-            min_deleted=stamps["min_deleted"],
-            max_deleted=stamps["max_deleted"],
+            **stamps,
             well_formed=scan.well_formed,
             error=scan.error,
             source=source,

@@ -8,6 +8,7 @@ real sockets: no mocked `requests`.
 from __future__ import annotations
 
 import gzip
+import ssl
 import threading
 import time
 import zlib
@@ -81,8 +82,6 @@ class LoopbackSite:
         self._server = _QuietServer(("127.0.0.1", 0), _Handler)
         self.scheme = "http"
         if tls is not None:
-            import ssl
-
             context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
             context.load_cert_chain(str(tls[0]), str(tls[1]))
             self._server.socket = context.wrap_socket(self._server.socket, server_side=True)

@@ -24,8 +24,7 @@ DEMO_DATE = "2025-08-19"
 
 
 def samples_dir() -> Path:
-    here = Path(__file__).resolve()
-    for parent in here.parents:
+    for parent in Path(__file__).resolve().parents:
         candidate = parent / "include" / "placsp_samples"
         if candidate.is_dir():
             return candidate
@@ -36,34 +35,28 @@ def demo_routes(samples: Path | None = None) -> dict[str, bytes]:
     """URL path -> body for the demo site."""
     s = samples or samples_dir()
     lic, agr, men = DATASETS["licitaciones"], DATASETS["agregadas"], DATASETS["menores"]
-    agr_zip_2022 = s / "1044_agregadas" / "PlataformasAgregadasSinMenores_202201_05-06.zip"
+    agr_dir, lic_dir = s / "1044_agregadas", s / "643_licitaciones"
+    agr_zip_2022 = agr_dir / "PlataformasAgregadasSinMenores_202201_05-06.zip"
     with zipfile.ZipFile(agr_zip_2022) as z:
         newest_1044 = z.read("PlataformasAgregadasSinMenores_20220106_030013.atom")
-    lic_dir = s / "643_licitaciones"
-    routes: dict[str, bytes] = {
+    fragment = "contrataciondelestadoes_sindicacion_licitacionesPerfilContratante_17540944.atom"
+    return {
         # 643: the head holds one real entry (version 7 of a tender); the closed year's archive
         # holds another tender and the real not-well-formed fragment.
         _path(lic, lic.head_file): (lic_dir / "resolvedWithLotsAllAwarded" / "version7.atom").read_bytes(),
         _path(lic, lic.archive_name(2025)): _zip(
             {
                 "version11.atom": (lic_dir / "resolvedWithNoLots" / "version11.atom").read_bytes(),
-                "contrataciondelestadoes_sindicacion_licitacionesPerfilContratante_17540944.atom": (
-                    lic_dir
-                    / "fragment_not_wellformed"
-                    / "contrataciondelestadoes_sindicacion_licitacionesPerfilContratante_17540944.atom"
-                ).read_bytes(),
+                fragment: (lic_dir / "fragment_not_wellformed" / fragment).read_bytes(),
             }
         ),
         # 1044: the head is the newest real page we have; archives are the real (cut) ones.
         _path(agr, agr.head_file): newest_1044,
         _path(agr, agr.archive_name(2022)): agr_zip_2022.read_bytes(),
-        _path(agr, agr.archive_name(2019)): (
-            s / "1044_agregadas" / "PlataformasAgregadasSinMenores_2019.zip"
-        ).read_bytes(),
+        _path(agr, agr.archive_name(2019)): (agr_dir / "PlataformasAgregadasSinMenores_2019.zip").read_bytes(),
         # 1143: a real head page.
         _path(men, men.head_file): (s / "1143_menores" / "contratosMenoresPerfilesContratantes.atom").read_bytes(),
     }
-    return routes
 
 
 def land_pages(lake: Path, dataset: str, pages: Iterable[Path], run_id: str, *, link: bool = False) -> Path:

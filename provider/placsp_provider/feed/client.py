@@ -1,14 +1,9 @@
 """HTTP access to the PLACSP site: bounded, retried, verified, streamed to disk.
 
-Every URL, and every redirect hop (followed by hand), passes `url_policy` before any request; the
-policy hands back the exact string that is sent, so what it judged, where the connection goes and
-whether the credentials go with it come from one parse. Bodies stream to a file with a running
-sha256 and hard caps (wire bytes against `Content-Length`, decompressed bytes against the size
-limit), and one total deadline per download covers connecting, the status line, the headers, every
-redirect hop and the body: memory stays flat, and a trickling server cannot hold a run forever.
-
-Text from the server (a reason phrase, a `Location`, a page title, a header) is shown only through
-`untrusted.printable`: ESC sequences and line breaks never reach a terminal, a log or an exception raw.
+Every URL, and every redirect hop (followed by hand), passes `url_policy` before any request. Bodies
+stream to a file with a running sha256 and hard caps, under one total deadline per download
+(`_Deadline`): memory stays flat, and a trickling server cannot hold a run forever. Text from the
+server is shown only through `untrusted.printable` (URLs through `redact`).
 """
 
 from __future__ import annotations
@@ -84,7 +79,14 @@ class ClientConfig:
             parts = urlsplit("")
         if parts.scheme not in ("http", "https") or not parts.netloc:
             raise ConfigError(f"base_url must be an http(s) URL, got {redact(self.base_url)!r}")
-        self._move_credentials_out_of_base_url()
+        # `https://user:pw@site/...` becomes the site's URL plus `auth` (unless `auth` is set): no URL
+        # that is fetched may carry user info (the URL policy refuses it: `evil\@site` tricks live there),
+        # and the credentials then never ride along in URLs, logs or the manifest.
+        base_url, userinfo = without_userinfo(self.base_url)
+        if userinfo is not None:
+            object.__setattr__(self, "base_url", base_url)
+            if self.auth is None:
+                object.__setattr__(self, "auth", userinfo)
         if parts.query or parts.fragment:
             # Dataset paths are appended to the base URL: a query string would end up in the middle
             # of every URL (and tokens in it in every log line). Not echoed: it may hold a secret.
@@ -120,17 +122,6 @@ class ClientConfig:
             UrlPolicy.for_base(self.base_url, self.allowed_hosts)
         except ValueError as err:
             raise ConfigError(f"allowed_hosts must be `host` or `host:port` entries: {err}") from err
-
-    def _move_credentials_out_of_base_url(self) -> None:
-        """`https://user:pw@site/...` becomes the site's URL plus `auth` (unless `auth` is set): no URL
-        that is fetched may carry user info (the URL policy refuses it: `evil\\@site` tricks live
-        there), and the credentials then never ride along in URLs, logs or the manifest."""
-        base_url, userinfo = without_userinfo(self.base_url)
-        if userinfo is None:
-            return
-        object.__setattr__(self, "base_url", base_url)
-        if self.auth is None:
-            object.__setattr__(self, "auth", userinfo)
 
 
 @dataclass(frozen=True)
@@ -235,8 +226,17 @@ class FeedClient:
         while True:
             try:
                 result = self._download_once(url, dest, limit, what)
-            except _TransientError as err:
+            except BaseException as err:
                 dest.unlink(missing_ok=True)
+                if isinstance(err, OSError):  # the disk, not the network (requests' errors are caught inside)
+                    raise FeedError(
+                        self.dataset,
+                        redact(url),
+                        f"stage landing: could not write the {what} to {dest.parent}: {err.strerror or err}; "
+                        "nothing partial was kept",
+                    ) from err
+                if not isinstance(err, _TransientError):
+                    raise
                 self._consecutive_failures += 1
                 if attempt >= self.config.max_retries:
                     raise FeedError(
@@ -262,17 +262,6 @@ class FeedClient:
                 self._sleep(delay)
                 attempt += 1
                 continue
-            except OSError as err:  # the disk, not the network (requests' errors are caught inside)
-                dest.unlink(missing_ok=True)
-                raise FeedError(
-                    self.dataset,
-                    redact(url),
-                    f"stage landing: could not write the {what} to {dest.parent}: {err.strerror or err}; "
-                    "nothing partial was kept",
-                ) from err
-            except BaseException:
-                dest.unlink(missing_ok=True)
-                raise
             self._consecutive_failures = 0
             return result
 
@@ -286,13 +275,7 @@ class FeedClient:
                 return self._stream_body(response, url, dest, limit, what, deadline)
 
     def _stream_body(
-        self,
-        response: requests.Response,
-        url: str,
-        dest: Path,
-        limit: int,
-        what: str,
-        deadline: _Deadline,
+        self, response: requests.Response, url: str, dest: Path, limit: int, what: str, deadline: _Deadline
     ) -> Download:
         ctype = response.headers.get("Content-Type", "")
         declared = _digits(response.headers.get("Content-Length"))
@@ -375,13 +358,10 @@ class FeedClient:
             reason = f"HTTP {status} {printable(response.reason or '', _SHOWN)}".strip()
             if status in _RETRY_STATUS:
                 raise _TransientError(reason, retry_after=_retry_after(response.headers.get("Retry-After")))
-            hint = (
-                " (check base_url in the placsp connection, or whether the site still publishes this file)"
-                if status == 404
-                else ""
-            )
-            error = PageGoneError if status == 404 else FeedError
-            raise error(self.dataset, redact(target.url), f"answered {reason}{hint}")
+            if status == 404:
+                hint = " (check base_url in the placsp connection, or whether the site still publishes this file)"
+                raise PageGoneError(self.dataset, redact(target.url), f"answered {reason}{hint}")
+            raise FeedError(self.dataset, redact(target.url), f"answered {reason}")
         raise FeedError(self.dataset, redact(url), f"more than {self.config.max_redirects} redirects")
 
     def _admit(self, first: str, current: str, hop: str) -> Admitted:
@@ -602,10 +582,8 @@ def looks_like_html(head: bytes) -> bool:
 
 def _digits(value: str | None) -> int | None:
     """A header made of ASCII digits only, as an int (`str.isdigit` also accepts `²` or `٣`)."""
-    if value is None:
-        return None
-    value = value.strip()
-    return int(value) if value and value.isascii() and value.isdigit() else None
+    value = (value or "").strip()
+    return int(value) if value.isascii() and value.isdigit() else None
 
 
 def _wire(response: requests.Response, decoded: int) -> int:
@@ -618,7 +596,6 @@ def _retry_after(value: str | None) -> float | None:
     """`Retry-After` as seconds (RFC 9110: delta-seconds or an HTTP date)."""
     if not value:
         return None
-    value = value.strip()
     seconds = _digits(value)
     if seconds is not None:
         return float(seconds)
@@ -667,8 +644,7 @@ def client_config_from_extras(base_url: str | None, extras: dict[str, Any]) -> C
         kwargs["verify"] = str(extras["ca_bundle"])
     elif str(extras.get("verify", "true")).lower() in ("false", "0", "no"):
         kwargs["verify"] = False
-    hosts = extras.get("allowed_hosts")
-    if hosts:
+    if hosts := extras.get("allowed_hosts"):
         kwargs["allowed_hosts"] = tuple(h.strip() for h in str(hosts).split(",") if h.strip())
     if extras.get("user_agent"):
         kwargs["user_agent"] = str(extras["user_agent"])

@@ -101,8 +101,7 @@ class PageScan:
     def to_json(self) -> dict[str, Any]:
         out = asdict(self)
         for key in ("min_updated", "max_updated", "min_deleted", "max_deleted"):
-            value = out[key]
-            out[key] = isoformat(value) if value is not None else None
+            out[key] = isoformat(out[key]) if out[key] is not None else None
         return out
 
 
@@ -248,11 +247,7 @@ class _PageTree:
     """
 
     def __init__(
-        self,
-        path: Path,
-        *,
-        remove_blank_text: bool = False,
-        before_freeing: Callable[[Any], None] | None = None,
+        self, path: Path, *, remove_blank_text: bool = False, before_freeing: Callable[[Any], None] | None = None
     ) -> None:
         self.path = path
         self.where = f"file {path}"
@@ -274,7 +269,7 @@ class _PageTree:
         limit = settings.MAX_NODES_PER_RECORD
         self.nodes = prolog_pis_file(self.path, stop_after=limit)
         if self.nodes > limit:
-            self._too_large("MAX_NODES_PER_RECORD", limit, "before the page's root")
+            self._too_large("MAX_NODES_PER_RECORD", "before the page's root")
         # Only the root's start and end reach Python as events (no event per record), and each
         # namespace declaration (a few hundred in a real page). Without the root's tag (the page does
         # not parse that far, and the parse below fails the same way), the first record's end hands
@@ -289,7 +284,7 @@ class _PageTree:
         with self.path.open("rb") as fh:
             for chunk in iter(lambda: fh.read(FEED_CHUNK), b""):
                 if self.flood.over(chunk):
-                    self._too_large("MAX_NODES_PER_RECORD", limit, "", FLOOD_WHAT)
+                    self._too_large("MAX_NODES_PER_RECORD", "", FLOOD_WHAT)
                 parser.feed(chunk)
                 self._events(parser)
                 yield from self._ended_records(final=False)
@@ -307,9 +302,7 @@ class _PageTree:
             if event == "start-ns":
                 self.namespaces += 1
                 if self.namespaces > settings.MAX_NAMESPACE_DECLARATIONS:
-                    self._too_large(
-                        "MAX_NAMESPACE_DECLARATIONS", settings.MAX_NAMESPACE_DECLARATIONS, "", NAMESPACES_WHAT
-                    )
+                    self._too_large("MAX_NAMESPACE_DECLARATIONS", "", NAMESPACES_WHAT)
             elif elem.getparent() is None:
                 if event == "end":
                     self.root_ended = True
@@ -378,19 +371,20 @@ class _PageTree:
     def _check_growing(self) -> None:
         if self.growing > settings.MAX_NODES_PER_RECORD:
             where = "after the page's root" if self.root_ended else _IN_A_CHILD
-            self._too_large("MAX_NODES_PER_RECORD", settings.MAX_NODES_PER_RECORD, where)
+            self._too_large("MAX_NODES_PER_RECORD", where)
 
     def _check_page(self) -> None:
         if self.nodes > settings.MAX_NODES_PER_PAGE:
-            self._too_large("MAX_NODES_PER_PAGE", settings.MAX_NODES_PER_PAGE, "in the page")
+            self._too_large("MAX_NODES_PER_PAGE", "in the page")
 
     def _check_each(self, root: Any, done: int) -> None:
         """Which of the first `done` children is over the limit (their nodes together are)."""
         for child in islice(root.iterchildren(), done):
             if isinstance(child.tag, str) and _nodes_of(child) > settings.MAX_NODES_PER_RECORD:
-                self._too_large("MAX_NODES_PER_RECORD", settings.MAX_NODES_PER_RECORD, _IN_A_CHILD)
+                self._too_large("MAX_NODES_PER_RECORD", _IN_A_CHILD)
 
-    def _too_large(self, name: str, limit: int, where: str, what: str = NODES_WHAT) -> None:
+    def _too_large(self, name: str, where: str, what: str = NODES_WHAT) -> None:
+        limit = getattr(settings, name)
         raise TreeTooLargeError(
             self.where,
             f"more than {limit:,} {what}{' ' + where if where else ''}, over the limit {name} = "
@@ -495,10 +489,9 @@ def _byte_scan(path: Path, message: str, chunk_size: int | None = None) -> PageS
             entries += len(ENTRY_START.findall(data, 0, cut))  # as in data[:cut], without a copy
             tombstones += len(TOMBSTONE_START.findall(data, 0, cut))
     found = count_start_tags(carry)  # the end of the page: nothing more can follow the tail
-    entries, tombstones = entries + found[0], tombstones + found[1]
     return PageScan(
-        entries=entries,
-        tombstones=tombstones,
+        entries=entries + found[0],
+        tombstones=tombstones + found[1],
         links=header_links(b"".join(head)),
         well_formed=False,
         error=message,

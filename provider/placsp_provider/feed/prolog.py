@@ -9,8 +9,6 @@ What is guaranteed:
   see. The scan reads the prolog only, chunk by chunk: memory stays flat.
 - `to_utf8` gives the byte-level record splitter (which looks for ASCII markup) UTF-8 bytes for a
   wide-encoded page, so the extraction's count (lxml reads UTF-16 natively) and the parser's agree.
-
-lxml is configured with entities, DTD loading and network off as a second line of defence.
 """
 
 from __future__ import annotations
@@ -38,7 +36,6 @@ _WIDE = (
     (b"\x00<", "utf-16-be"),
     (b"<\x00", "utf-16-le"),
 )
-_BOMS = ("\ufeff", "\xef\xbb\xbf")  # decoded BOM; a UTF-8 BOM read as latin-1
 # Linear (issue 31's audit): anchored, so tried once; the lazy `[^>]*?` stops at the declaration's
 # first `>`, and each value runs to the next quote only: no byte is read more than a few times.
 _DECLARED_ENCODING = re.compile(r"""\A(<\?xml\b[^>]*?\bencoding\s*=\s*)(["'])[^"']*\2""")
@@ -47,10 +44,7 @@ _BLANKS = re.compile(r"[ \t\r\n]*+")
 
 def wide_encoding(head: bytes) -> str | None:
     """The codec of a page written in UTF-16 or UTF-32 (from its first bytes), else None."""
-    for marker, codec in _WIDE:
-        if head.startswith(marker):
-            return codec
-    return None
+    return next((codec for marker, codec in _WIDE if head.startswith(marker)), None)
 
 
 def to_utf8(data: bytes) -> bytes:
@@ -76,8 +70,7 @@ def utf8_chunks(chunks: Iterable[bytes]) -> Iterator[bytes]:
         yield from it
         return
     decoder = codecs.getincrementaldecoder(codec)(errors="replace")
-    text = decoder.decode(first).lstrip("\ufeff")
-    yield text.encode("utf-8")
+    yield decoder.decode(first).lstrip("\ufeff").encode("utf-8")
     for chunk in it:
         yield decoder.decode(chunk).encode("utf-8")
     yield decoder.decode(b"", final=True).encode("utf-8")
@@ -120,9 +113,7 @@ def _scan_prolog(chunks: Iterable[bytes], pis: list[int] | None = None, stop_aft
     for text in _decoded(chunks):
         buf += text
         if not started:
-            for bom in _BOMS:
-                if buf.startswith(bom):
-                    buf = buf[len(bom) :]
+            buf = buf.removeprefix("\ufeff").removeprefix("\xef\xbb\xbf")  # a BOM; a UTF-8 BOM read as latin-1
             started = True
             if pis is not None and buf.startswith("<?xml") and buf[5:6] in (" ", "\t", "\r", "\n"):
                 pis[0] -= 1  # the XML declaration, counted as a PI below, is none

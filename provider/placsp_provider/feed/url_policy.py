@@ -83,9 +83,7 @@ def origin_of(url: str) -> Origin | None:
     host = (parts.hostname or "").lower()
     if not scheme or not host:
         return None
-    if port is None:
-        port = _DEFAULT_PORTS.get(scheme, 0)
-    return Origin(scheme, host, port)
+    return Origin(scheme, host, _DEFAULT_PORTS.get(scheme, 0) if port is None else port)
 
 
 def without_userinfo(url: str) -> tuple[str, tuple[str, str] | None]:
@@ -113,9 +111,8 @@ def sent_form(url: str, schemes: str = "http and https") -> tuple[str, Origin]:
         # Sending `sent` must not change it again: requests re-prepares what it is given.
         raise RefusedUrlError("requests would rewrite it again on sending; it has no stable form")
     origin = _connection_origin(sent)
-    for form in (url, sent):
-        if origin_of(form) != origin:
-            seen = origin_of(form)
+    for seen in (origin_of(url), origin_of(sent)):
+        if seen != origin:
             raise RefusedUrlError(
                 f"its host reads as {seen or 'nothing'} to urllib.parse but as {origin} to the HTTP library; "
                 "a URL that parsers read differently is never fetched"
