@@ -122,12 +122,6 @@ class _Kids:
     def kids(self, tag: str) -> _Kids:
         return _Kids(self.first(tag))
 
-    def path(self, *tags: str) -> _Kids:
-        node = self
-        for tag in tags:
-            node = node.kids(tag)
-        return node
-
 
 def _text(element: Element | None) -> str | None:
     """Stripped text, None when the element is absent or blank."""
@@ -448,7 +442,7 @@ def _result_rows(result: Element, position: int, values: _Values) -> list[Row]:
 def _winner(winner: _Kids) -> Row:
     identifiers = _identifiers(winner)
     # PLACSP writes the winner's place under PhysicalLocation/Address; UBL also allows PostalAddress.
-    address = winner.path(CAC["PhysicalLocation"], CAC["Address"])
+    address = winner.kids(CAC["PhysicalLocation"]).kids(CAC["Address"])
     if address.element is None:
         address = winner.kids(CAC["PostalAddress"])
     return {
