@@ -35,13 +35,7 @@ class DeltaRsWriter:
         return _retried(batch.dataset, batch.run_id, lambda: write_batch(batch, rows, dead_letters, reconciliation))
 
     def write_rows(
-        self,
-        lake: Path,
-        dataset: str,
-        rows: Mapping[str, Any],
-        repeated_versions: int,
-        run_id: str,
-        started: datetime,
+        self, lake: Path, dataset: str, rows: Mapping[str, Any], repeated_versions: int, run_id: str, started: datetime
     ) -> dict[str, Any]:
         return _retried(dataset, run_id, lambda: merge_silver(lake, dataset, rows, repeated_versions, run_id, started))
 

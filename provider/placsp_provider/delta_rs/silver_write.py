@@ -82,13 +82,7 @@ def merge_silver(
         newer += rules.is_newer(held, (updated, source))
         eligible.append((entry_id, updated, source, digest))
     was_held = any(e[0] in held_version for e in eligible)
-    eligible_rows = pa.table(
-        {
-            "entry_id": pa.array([e[0] for e in eligible], pa.string()),
-            "updated": pa.array([e[1] for e in eligible], UTC_TS),
-            "_source_file": pa.array([e[2] for e in eligible], pa.string()),
-        }
-    )
+    eligible_rows = _from_tuples(eligible, {"entry_id": pa.string(), "updated": UTC_TS, "_source_file": pa.string()})
 
     # Round one (as Spark's): entries, older children's deletes where Silver held a version, the
     # tombstone log. Round two: the winners' children and the tombstones applied to `entries`.
@@ -181,13 +175,7 @@ def _apply_tombstones(lake: Path, dataset: str, touched: set[str]) -> int:
     ]
     if not due:  # most batches: no MERGE (asked first, as on Spark)
         return 0
-    source = pa.table(
-        {
-            "entry_id": pa.array([d[0] for d in due], pa.string()),
-            "deleted_at": pa.array([d[1] for d in due], UTC_TS),
-            "deletion_type": pa.array([d[2] for d in due], pa.string()),
-        }
-    )
+    source = _from_tuples(due, {"entry_id": pa.string(), "deleted_at": UTC_TS, "deletion_type": pa.string()})
     merge = _merge(entries, source, ("entry_id",), dataset)
     updates = {"deleted_at": "s.deleted_at", "deletion_type": "s.deletion_type"}
     return _execute(merge.when_matched_update(updates=updates, predicate=rules.TOMBSTONE_APPLIES))["updated"]
@@ -224,6 +212,11 @@ def _current(table: Any, dataset: str, columns: list[str], entry_ids: set[str]) 
 def _tuples(rows: pa.Table, columns: Iterable[str] | None = None) -> Iterator[tuple[Any, ...]]:
     """`rows` as Python tuples of `columns` (all by default)."""
     return zip(*(rows.column(c).to_pylist() for c in columns or rows.column_names), strict=True)
+
+
+def _from_tuples(rows: list[tuple[Any, ...]], types: Mapping[str, pa.DataType]) -> pa.Table:
+    """A table of the first `len(types)` items of each tuple, named and typed by `types`."""
+    return pa.table({name: pa.array([r[i] for r in rows], type_) for i, (name, type_) in enumerate(types.items())})
 
 
 def _ids(rows: pa.Table) -> set[str]:

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from placsp_provider.bronze.manifest import LandedPage
 from placsp_provider.datasets import Dataset
-from placsp_provider.errors import ConfigError
+from placsp_provider.errors import BronzePageError, ConfigError
 from placsp_provider.ingest.request import IngestRequest, manifest_pages, pages_to_ingest
 from placsp_provider.ingest.tables import tables_exist
 
@@ -57,11 +57,9 @@ _WRITERS = {
 
 
 def choose_engine(request: IngestRequest, engine: str | None = None) -> str:
-    """`spark`, `spark+delta-rs` or `delta-rs` for this ingest. `engine` (else `$PLACSP_INGEST_ENGINE`,
-    else `auto`): `auto` takes delta-rs when the lake's tables exist and the pages still to ingest
-    are at most `$PLACSP_DELTA_RS_MAX_MB` MB, spark+delta-rs when they are at most
-    `$PLACSP_DELTA_RS_WRITE_MAX_MB` MB, Spark otherwise; any other value insists (`delta-rs` fails
-    on a lake without tables: Spark creates them)."""
+    """`spark`, `spark+delta-rs` or `delta-rs` for this ingest: `engine`, else `$PLACSP_INGEST_ENGINE`, else
+    `auto` (by the pages still to ingest: see above); any other value insists (`delta-rs` fails on a
+    lake without tables: Spark creates them)."""
     engine = engine or os.environ.get(ENGINE_ENV) or "auto"
     if engine not in ENGINES:
         raise ConfigError(
@@ -92,35 +90,24 @@ def _limit_mb(name: str, default: float) -> float:
 class BatchParser(Protocol):
     def stage(self, dataset: Dataset, lake: Path, pages: list[LandedPage], folder: Path) -> list[Mapping[str, Any]]:
         """Parse `pages`, stage their rows under `folder`; the pages' tally rows (`staging.TALLY`)."""
-        ...
 
     def create_tables(self, lake: Path, dataset: str) -> None:
         """Create the lake's tables (a fresh lake), or say why this engine cannot."""
-        ...
 
     def close(self) -> None:
         """Release what the parser started (a Spark session of its own)."""
-        ...
 
 
 class BatchWriter(Protocol):
     def write(self, batch: StagedBatch) -> dict[str, Any]:
         """Write the staged batch (dead letters, Silver, then the reconciliation); what changed by table."""
-        ...
 
 
 class RowWriter(Protocol):
     def write_rows(
-        self,
-        lake: Path,
-        dataset: str,
-        rows: Mapping[str, Any],
-        repeated_versions: int,
-        run_id: str,
-        started: datetime,
+        self, lake: Path, dataset: str, rows: Mapping[str, Any], repeated_versions: int, run_id: str, started: datetime
     ) -> dict[str, Any]:
         """Silver rows that are no staged batch (a replay's recovered records), under the same rules."""
-        ...
 
 
 def row_writer() -> RowWriter:
@@ -155,8 +142,6 @@ class InProcessParser:
         return tallies
 
     def create_tables(self, lake: Path, dataset: str) -> None:
-        from placsp_provider.errors import BronzePageError
-
         reason = "the lake's Delta tables do not exist yet: its first ingest runs on Spark (engine spark+delta-rs)"
         raise BronzePageError(dataset, str(lake), reason, stage="ingest")
 

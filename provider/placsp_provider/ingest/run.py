@@ -33,10 +33,8 @@ log = logging.getLogger(__name__)
 
 def ingest(request: IngestRequest, engine: str | None = None, *, spark: Any = None) -> RunSummary:
     """Parse, route, reconcile and write one batch; the run summary (also written next to the tables).
-
-    `engine`: `auto` (default: `$PLACSP_INGEST_ENGINE`, else by the batch's size), `delta-rs`,
-    `spark+delta-rs` or `spark`. `spark`: a SparkSession to use when the engine needs one (else a
-    local one is started and stopped)."""
+    `engine`: see `engines.choose_engine`; `spark`: a SparkSession to use when the engine needs one
+    (else a local one is started and stopped)."""
     name = choose_engine(request, engine)
     ds, lake = request.dataset, request.lake.resolve()
     request = dataclasses.replace(request, lake=lake)

@@ -114,12 +114,7 @@ def staged_file(staging: str, table: str, source_file: str) -> str:
 
 
 def stage_page(
-    data: bytes,
-    *,
-    dataset: Dataset,
-    source_file: str,
-    staging: str,
-    records_per_batch: int | None = RECORDS_PER_BATCH,
+    data: bytes, *, dataset: Dataset, source_file: str, staging: str, records_per_batch: int | None = RECORDS_PER_BATCH
 ) -> pa.RecordBatch:
     """One page parsed; its rows written to the staging folder (one Parquet file per table, each in
     place whole or not at all); returns the page's tally (TALLY). Pure Python.

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
+from placsp_provider.ingest.retry import CONFLICT_ATTEMPTS
 from placsp_provider.lake import LAKE_TABLES, table_path
 from placsp_provider.parser.silver_schema import RECORD_DIGEST, SCHEMAS
 
@@ -26,10 +27,7 @@ log = logging.getLogger(__name__)
 
 UTC_TS = pa.timestamp("us", tz="UTC")
 
-_LINEAGE = [
-    pa.field("_ingest_run_id", pa.string(), nullable=False),
-    pa.field("_ingested_at", UTC_TS, nullable=False),
-]
+_LINEAGE = [pa.field("_ingest_run_id", pa.string(), nullable=False), pa.field("_ingested_at", UTC_TS, nullable=False)]
 _DELETION = [pa.field("deleted_at", UTC_TS), pa.field("deletion_type", pa.string())]
 
 DEAD_LETTER_ID = pa.field("dead_letter_id", pa.string(), nullable=False)
@@ -105,9 +103,6 @@ def tables_exist(lake: Path) -> bool:
     return all(has_commit(table_path(lake.resolve(), t)) for t in LAKE_TABLES)
 
 
-ATTEMPTS = 5
-
-
 def add_missing_columns(lake: Path) -> list[str]:
     """Append every column of `ADDED_COLUMNS` that an existing table lacks (null on its older rows;
     what that null means is the column's own documentation, e.g. `raw_bytes`: docs/runbook.md, "Dead
@@ -127,7 +122,7 @@ def _add_to_table(path: Path, table: str, columns: tuple[str, ...]) -> list[str]
     from deltalake.schema import Field
 
     schema = table_schema(table)
-    for attempt in range(1, ATTEMPTS + 1):
+    for attempt in range(1, CONFLICT_ATTEMPTS + 1):
         delta = DeltaTable(str(path))
         present = {f.name for f in delta.schema().fields}
         missing = [c for c in columns if c not in present]
@@ -137,7 +132,7 @@ def _add_to_table(path: Path, table: str, columns: tuple[str, ...]) -> list[str]
             delta.alter.add_columns([Field.from_arrow(schema.field(c)) for c in missing])
         except (CommitFailedError, DeltaError) as err:
             # Another process upgraded (or wrote) the table first: read it again and decide afresh.
-            if attempt == ATTEMPTS:
+            if attempt == CONFLICT_ATTEMPTS:
                 raise
             log.info("table %s: adding %s raced another writer (%s); trying again", path, missing, err)
             continue

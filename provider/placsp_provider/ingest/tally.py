@@ -60,23 +60,16 @@ class FileTally:
     def expected(self) -> int:
         return self.page.entries + self.page.tombstones
 
-    @property
-    def accounted(self) -> int:
-        return self.valid_entries + self.valid_tombstones + self.dead_entries + self.dead_tombstones
-
     def quarantine_reason(self) -> str | None:
         whole = [e for e in self.page_errors if e in WHOLE_FILE_PARSE_ERRORS]
         if whole:
             return f"page-level parse failure ({', '.join(whole)})"
-        if (self.valid_entries + self.dead_entries, self.valid_tombstones + self.dead_tombstones) != (
-            self.page.entries,
-            self.page.tombstones,
-        ):
+        entries, tombstones = self.valid_entries + self.dead_entries, self.valid_tombstones + self.dead_tombstones
+        if (entries, tombstones) != (self.page.entries, self.page.tombstones):
             return (
                 f"the extraction manifest counted {self.page.entries} entries and {self.page.tombstones} "
-                f"tombstones, the parser accounted for {self.valid_entries + self.dead_entries} entries "
-                f"({self.valid_entries} valid + {self.dead_entries} dead letters) and "
-                f"{self.valid_tombstones + self.dead_tombstones} tombstones"
+                f"tombstones, the parser accounted for {entries} entries "
+                f"({self.valid_entries} valid + {self.dead_entries} dead letters) and {tombstones} tombstones"
             )
         return None
 

@@ -38,98 +38,34 @@ Row = dict[str, Any]
 T = TypeVar("T")
 
 
-def _tags(namespace: str, *names: str) -> dict[str, str]:
-    return {name: f"{{{namespace}}}{name}" for name in names}
+def _tags(namespace: str, names: str) -> dict[str, str]:
+    return {name: f"{{{namespace}}}{name}" for name in names.split()}
 
 
 # Clark-notation tags, built once (lookups run ~100 times per entry).
-A = _tags(ATOM_NS, "id", "link", "summary", "title", "updated")
+A = _tags(ATOM_NS, "id link summary title updated")
 CBC = _tags(
     CBC_NS,
-    "ActivityCode",
-    "AwardDate",
-    "BuyerProfileURIID",
-    "CityName",
-    "ContractFolderID",
-    "ContractingPartyTypeCode",
-    "ContractingSystemCode",
-    "CountrySubentity",
-    "CountrySubentityCode",
-    "Description",
-    "DocumentHash",
-    "DocumentTypeCode",
-    "DurationMeasure",
-    "ElectronicMail",
-    "EndDate",
-    "EndTime",
-    "EstimatedOverallContractAmount",
-    "FileName",
-    "FundingProgramCode",
-    "HigherTenderAmount",
-    "ID",
-    "IdentificationCode",
-    "IssueDate",
-    "ItemClassificationCode",
-    "Line",
-    "LowerTenderAmount",
-    "Name",
-    "PayableAmount",
-    "PostalZone",
-    "ProcedureCode",
-    "ProcurementProjectLotID",
-    "ReceivedTenderQuantity",
-    "ResultCode",
-    "SMEAwardedIndicator",
-    "SMEsReceivedTenderQuantity",
-    "StartDate",
-    "SubmissionMethodCode",
-    "SubTypeCode",
-    "TaxExclusiveAmount",
-    "Telephone",
-    "TotalAmount",
-    "TypeCode",
-    "URI",
-    "UrgencyCode",
-    "UUID",
-    "WebsiteURI",
+    "ActivityCode AwardDate BuyerProfileURIID CityName ContractFolderID ContractingPartyTypeCode "
+    "ContractingSystemCode CountrySubentity CountrySubentityCode Description DocumentHash DocumentTypeCode "
+    "DurationMeasure ElectronicMail EndDate EndTime EstimatedOverallContractAmount FileName FundingProgramCode "
+    "HigherTenderAmount ID IdentificationCode IssueDate ItemClassificationCode Line LowerTenderAmount Name "
+    "PayableAmount PostalZone ProcedureCode ProcurementProjectLotID ReceivedTenderQuantity ResultCode "
+    "SMEAwardedIndicator SMEsReceivedTenderQuantity StartDate SubmissionMethodCode SubTypeCode TaxExclusiveAmount "
+    "Telephone TotalAmount TypeCode URI UrgencyCode UUID WebsiteURI",
 )
 CAC = _tags(
     CAC_NS,
-    "Address",
-    "AddressLine",
-    "Attachment",
-    "AwardedTenderedProject",
-    "BudgetAmount",
-    "Contact",
-    "Contract",
-    "Country",
-    "ExternalReference",
-    "LegalMonetaryTotal",
-    "Party",
-    "PartyIdentification",
-    "PartyName",
-    "PhysicalLocation",
-    "PlannedPeriod",
-    "PostalAddress",
-    "ProcurementProject",
-    "ProcurementProjectLot",
-    "RealizedLocation",
-    "RequiredCommodityClassification",
-    "TenderingProcess",
-    "TenderingTerms",
-    "TenderResult",
-    "TenderSubmissionDeadlinePeriod",
-    "WinningParty",
+    "Address AddressLine Attachment AwardedTenderedProject BudgetAmount Contact Contract Country "
+    "ExternalReference LegalMonetaryTotal Party PartyIdentification PartyName PhysicalLocation PlannedPeriod "
+    "PostalAddress ProcurementProject ProcurementProjectLot RealizedLocation RequiredCommodityClassification "
+    "TenderingProcess TenderingTerms TenderResult TenderSubmissionDeadlinePeriod WinningParty",
 )
-CBC_EXT = _tags(CBC_EXT_NS, "ContractFolderStatusCode", "NoticeTypeCode", "PublicationMediaName")
+CBC_EXT = _tags(CBC_EXT_NS, "ContractFolderStatusCode NoticeTypeCode PublicationMediaName")
 CAC_EXT = _tags(
     CAC_EXT_NS,
-    "AdditionalPublicationDocumentReference",
-    "AdditionalPublicationStatus",
-    "ContractFolderStatus",
-    "LocatedContractingParty",
-    "ParentLocatedParty",
-    "ValidNoticeInfo",
+    "AdditionalPublicationDocumentReference AdditionalPublicationStatus ContractFolderStatus "
+    "LocatedContractingParty ParentLocatedParty ValidNoticeInfo",
 )
 _COMMENT = f"{{{TOMBSTONE_NS}}}comment"
 _DOCUMENT_REFERENCE = "DocumentReference"
@@ -186,12 +122,6 @@ class _Kids:
     def kids(self, tag: str) -> _Kids:
         return _Kids(self.first(tag))
 
-    def path(self, *tags: str) -> _Kids:
-        node = self
-        for tag in tags:
-            node = node.kids(tag)
-        return node
-
 
 def _text(element: Element | None) -> str | None:
     """Stripped text, None when the element is absent or blank."""
@@ -201,12 +131,8 @@ def _text(element: Element | None) -> str | None:
 
 
 def _attr(element: Element | None, name: str) -> str | None:
-    if element is None:
-        return None
-    value = element.get(name)
-    if value is None:
-        return None
-    return value.strip() or None
+    value = None if element is None else element.get(name)
+    return None if value is None else value.strip() or None
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -298,28 +224,17 @@ def extract_entry(entry: Element, *, dataset: Dataset, source_file: str, problem
 
 
 def _ted_uuid(folder: _Kids) -> str | None:
-    for uuid in folder.all(CBC["UUID"]):
-        if _attr(uuid, "schemeName") == "TED":
-            return _text(uuid)
-    return None
+    return next((_text(uuid) for uuid in folder.all(CBC["UUID"]) if _attr(uuid, "schemeName") == "TED"), None)
 
 
 def _identifiers(party: _Kids) -> list[Row]:
     """Every PartyIdentification/ID with its schemeName (DIR3, NIF, ID_PLATAFORMA, ...)."""
-    out = []
-    for identification in party.all(CAC["PartyIdentification"]):
-        ident = _Kids(identification).first(CBC["ID"])
-        value = _text(ident)
-        if value is not None:
-            out.append({"scheme_name": _attr(ident, "schemeName"), "id": value})
-    return out
+    idents = [_Kids(identification).first(CBC["ID"]) for identification in party.all(CAC["PartyIdentification"])]
+    return [{"scheme_name": _attr(i, "schemeName"), "id": value} for i in idents if (value := _text(i)) is not None]
 
 
 def _scheme(identifiers: list[Row], scheme: str) -> str | None:
-    for ident in identifiers:
-        if ident["scheme_name"] == scheme:
-            return str(ident["id"])
-    return None
+    return next((str(ident["id"]) for ident in identifiers if ident["scheme_name"] == scheme), None)
 
 
 def _contracting_party(located: _Kids) -> Row:
@@ -527,7 +442,7 @@ def _result_rows(result: Element, position: int, values: _Values) -> list[Row]:
 def _winner(winner: _Kids) -> Row:
     identifiers = _identifiers(winner)
     # PLACSP writes the winner's place under PhysicalLocation/Address; UBL also allows PostalAddress.
-    address = winner.path(CAC["PhysicalLocation"], CAC["Address"])
+    address = winner.kids(CAC["PhysicalLocation"]).kids(CAC["Address"])
     if address.element is None:
         address = winner.kids(CAC["PostalAddress"])
     return {

@@ -38,6 +38,7 @@ from placsp_provider.feed.xml import ATOM_NS, DELETED_ENTRY_TAG, ENTRY_TAG, make
 from placsp_provider.parser import page_split
 from placsp_provider.parser.entry_fields import extract_entry, extract_tombstone
 from placsp_provider.parser.page_split import ENTRY, TOMBSTONE, PageLayout, RecordSpan
+from placsp_provider.parser.silver_schema import DEAD_LETTERS
 from placsp_provider.parser.silver_schema import RECORD_DIGEST_COLUMN as RECORD_DIGEST
 from placsp_provider.parser.validation import (
     ENCODING_ERROR,
@@ -64,19 +65,7 @@ TREE_TOO_LARGE = "tree_too_large"
 # Stage 'validation', for a bug in extraction: the record is kept visible instead of failing the task.
 EXTRACTION_FAILED = "extraction_failed"
 
-DEAD_LETTER_KEYS = (
-    "dataset",
-    "source_file",
-    "stage",
-    "error_type",
-    "error_message",
-    "raw_record",
-    "namespace_context",
-    "record_kind",
-    "entry_id",
-    "record_offset",
-    "raw_bytes",
-)
+DEAD_LETTER_KEYS = tuple(DEAD_LETTERS.names)
 
 _ENCODING_CODES = frozenset(
     {

@@ -123,14 +123,7 @@ def scan_page(data: bytes) -> PageLayout:
             has_feed_root = root.group(2) == b"feed"
     records = tuple(_find_records(data, bindings))
     feed_closed = ends_with_feed_end(data) if has_feed_root else True
-    return PageLayout(
-        xml_declaration=xml_declaration,
-        namespace_context=_format_context(bindings),
-        root_name=root_name,
-        has_feed_root=has_feed_root,
-        feed_closed=feed_closed,
-        records=records,
-    )
+    return PageLayout(xml_declaration, _format_context(bindings), root_name, has_feed_root, feed_closed, records)
 
 
 def _declarations(data: bytes, name_end: int) -> dict[bytes, bytes]:

@@ -48,137 +48,123 @@ SOURCE_FILE = _required("_source_file")
 RECORD_DIGEST_COLUMN = "_record_digest"
 RECORD_DIGEST = _required(RECORD_DIGEST_COLUMN)
 
-ENTRIES = pa.schema(
-    [
-        *_ENTRY_VERSION,
-        _required("folder_number", pa.int64()),
-        _required("updated", UTC_TIMESTAMP),  # == entry_updated; the entry's own Atom <updated>
-        _optional("title"),
-        _optional("summary"),
-        _optional("link"),
-        _optional("contract_folder_id"),
-        _optional("status_code"),
-        _optional("ted_uuid"),
-        # contracting party (órgano de contratación)
-        _optional("party_name"),
-        _optional("party_dir3"),
-        _optional("party_nif"),
-        _optional("party_id_plataforma"),
-        _required("party_identifiers", IDENTIFIERS),
-        _optional("party_type_code"),
-        _required("party_activity_codes", STRINGS),
-        _optional("buyer_profile_uri"),
-        _optional("party_website_uri"),
-        _optional("party_city"),
-        _optional("party_postal_zone"),
-        _optional("party_address_line"),
-        _optional("party_country_code"),
-        _optional("contact_name"),
-        _optional("contact_email"),
-        _optional("contact_telephone"),
-        _required("parent_party_names", STRINGS),  # nearest parent first
-        # procurement project (objeto, tipo, presupuesto, CPV, lugar de ejecución, duración)
-        _optional("project_name"),
-        _optional("project_type_code"),
-        _optional("project_subtype_code"),
-        _optional("estimated_overall_amount", AMOUNT),  # valor estimado
-        _optional("total_amount", AMOUNT),  # presupuesto base con impuestos
-        _optional("tax_exclusive_amount", AMOUNT),  # presupuesto base sin impuestos
-        _optional("budget_currency"),
-        _required("cpv_codes", STRINGS),
-        _optional("nuts_code"),  # first of nuts_codes
-        _required("nuts_codes", STRINGS),
-        _optional("location_name"),
-        _optional("planned_duration"),  # text as written, e.g. '48'
-        _optional("planned_duration_unit"),  # e.g. 'MON', 'ANN', 'DAY'
-        _optional("planned_start_date"),
-        _optional("planned_end_date"),
-        # tendering process (procedimiento, tramitación, sistema, presentación, plazo)
-        _optional("procedure_code"),
-        _optional("urgency_code"),
-        _optional("contracting_system_code"),
-        _optional("submission_method_code"),
-        _optional("submission_deadline_date"),
-        _optional("submission_deadline_time"),
-        _required("funding_program_codes", STRINGS),
-        _required("notices", NOTICES),
-        _required("lot_count", pa.int32()),
-        _required("result_count", pa.int32()),  # TenderResult elements (results rows may be more)
-        _required("document_count", pa.int32()),  # rows of this entry in `documents`
-        SOURCE_FILE,
-        RECORD_DIGEST,
-    ]
+
+def _staged_row(*columns: pa.Field) -> pa.Schema:
+    """A table of an entry's version: the version's columns first, its page and record digest last."""
+    return pa.schema([*_ENTRY_VERSION, *columns, SOURCE_FILE, RECORD_DIGEST])
+
+
+ENTRIES = _staged_row(
+    _required("folder_number", pa.int64()),
+    _required("updated", UTC_TIMESTAMP),  # == entry_updated; the entry's own Atom <updated>
+    _optional("title"),
+    _optional("summary"),
+    _optional("link"),
+    _optional("contract_folder_id"),
+    _optional("status_code"),
+    _optional("ted_uuid"),
+    # contracting party (órgano de contratación)
+    _optional("party_name"),
+    _optional("party_dir3"),
+    _optional("party_nif"),
+    _optional("party_id_plataforma"),
+    _required("party_identifiers", IDENTIFIERS),
+    _optional("party_type_code"),
+    _required("party_activity_codes", STRINGS),
+    _optional("buyer_profile_uri"),
+    _optional("party_website_uri"),
+    _optional("party_city"),
+    _optional("party_postal_zone"),
+    _optional("party_address_line"),
+    _optional("party_country_code"),
+    _optional("contact_name"),
+    _optional("contact_email"),
+    _optional("contact_telephone"),
+    _required("parent_party_names", STRINGS),  # nearest parent first
+    # procurement project (objeto, tipo, presupuesto, CPV, lugar de ejecución, duración)
+    _optional("project_name"),
+    _optional("project_type_code"),
+    _optional("project_subtype_code"),
+    _optional("estimated_overall_amount", AMOUNT),  # valor estimado
+    _optional("total_amount", AMOUNT),  # presupuesto base con impuestos
+    _optional("tax_exclusive_amount", AMOUNT),  # presupuesto base sin impuestos
+    _optional("budget_currency"),
+    _required("cpv_codes", STRINGS),
+    _optional("nuts_code"),  # first of nuts_codes
+    _required("nuts_codes", STRINGS),
+    _optional("location_name"),
+    _optional("planned_duration"),  # text as written, e.g. '48'
+    _optional("planned_duration_unit"),  # e.g. 'MON', 'ANN', 'DAY'
+    _optional("planned_start_date"),
+    _optional("planned_end_date"),
+    # tendering process (procedimiento, tramitación, sistema, presentación, plazo)
+    _optional("procedure_code"),
+    _optional("urgency_code"),
+    _optional("contracting_system_code"),
+    _optional("submission_method_code"),
+    _optional("submission_deadline_date"),
+    _optional("submission_deadline_time"),
+    _required("funding_program_codes", STRINGS),
+    _required("notices", NOTICES),
+    _required("lot_count", pa.int32()),
+    _required("result_count", pa.int32()),  # TenderResult elements (results rows may be more)
+    _required("document_count", pa.int32()),  # rows of this entry in `documents`
 )
 
-LOTS = pa.schema(
-    [
-        *_ENTRY_VERSION,
-        _required("lot_id"),
-        _required("lot_position", pa.int32()),
-        _optional("name"),
-        _optional("type_code"),
-        _optional("subtype_code"),
-        _optional("estimated_overall_amount", AMOUNT),
-        _optional("total_amount", AMOUNT),
-        _optional("tax_exclusive_amount", AMOUNT),
-        _optional("currency"),
-        _required("cpv_codes", STRINGS),
-        _optional("nuts_code"),
-        _required("nuts_codes", STRINGS),
-        SOURCE_FILE,
-        RECORD_DIGEST,
-    ]
+LOTS = _staged_row(
+    _required("lot_id"),
+    _required("lot_position", pa.int32()),
+    _optional("name"),
+    _optional("type_code"),
+    _optional("subtype_code"),
+    _optional("estimated_overall_amount", AMOUNT),
+    _optional("total_amount", AMOUNT),
+    _optional("tax_exclusive_amount", AMOUNT),
+    _optional("currency"),
+    _required("cpv_codes", STRINGS),
+    _optional("nuts_code"),
+    _required("nuts_codes", STRINGS),
 )
 
-DOCUMENTS = pa.schema(
-    [
-        *_ENTRY_VERSION,
-        # legal, technical, additional, general, additional_publication, procurement_legislation, ...
-        _required("document_kind"),
-        _required("position", pa.int32()),
-        _optional("document_id"),  # cbc:ID: the file name for legal/technical/additional documents
-        _optional("file_name"),
-        _optional("uri"),
-        _optional("document_hash"),
-        _optional("document_type_code"),
-        _optional("issue_date"),
-        SOURCE_FILE,
-        RECORD_DIGEST,
-    ]
+DOCUMENTS = _staged_row(
+    # legal, technical, additional, general, additional_publication, procurement_legislation, ...
+    _required("document_kind"),
+    _required("position", pa.int32()),
+    _optional("document_id"),  # cbc:ID: the file name for legal/technical/additional documents
+    _optional("file_name"),
+    _optional("uri"),
+    _optional("document_hash"),
+    _optional("document_type_code"),
+    _optional("issue_date"),
 )
 
-RESULTS = pa.schema(
-    [
-        *_ENTRY_VERSION,
-        _required("result_position", pa.int32()),
-        _required("winner_position", pa.int32()),
-        _required("winner_count", pa.int32()),  # WinningParty elements of this result (0 = none)
-        _optional("lot_id"),  # AwardedTenderedProject/ProcurementProjectLotID
-        _optional("result_code"),
-        _optional("description"),
-        _optional("award_date"),
-        _optional("start_date"),
-        _optional("received_tender_quantity", pa.int64()),  # número de ofertas
-        _optional("smes_received_tender_quantity", pa.int64()),
-        _optional("lower_tender_amount", AMOUNT),
-        _optional("higher_tender_amount", AMOUNT),
-        _optional("tender_amount_currency"),
-        _optional("sme_awarded", pa.bool_()),
-        _optional("contract_id"),
-        _optional("contract_issue_date"),  # fecha de formalización
-        _optional("winner_name"),
-        _optional("winner_id"),  # first PartyIdentification
-        _optional("winner_id_scheme"),  # e.g. NIF
-        _required("winner_identifiers", IDENTIFIERS),
-        _optional("winner_city"),
-        _optional("winner_postal_zone"),
-        _optional("winner_country_code"),
-        _optional("awarded_tax_exclusive_amount", AMOUNT),  # importe de adjudicación sin impuestos
-        _optional("awarded_payable_amount", AMOUNT),  # importe de adjudicación con impuestos
-        _optional("awarded_currency"),
-        SOURCE_FILE,
-        RECORD_DIGEST,
-    ]
+RESULTS = _staged_row(
+    _required("result_position", pa.int32()),
+    _required("winner_position", pa.int32()),
+    _required("winner_count", pa.int32()),  # WinningParty elements of this result (0 = none)
+    _optional("lot_id"),  # AwardedTenderedProject/ProcurementProjectLotID
+    _optional("result_code"),
+    _optional("description"),
+    _optional("award_date"),
+    _optional("start_date"),
+    _optional("received_tender_quantity", pa.int64()),  # número de ofertas
+    _optional("smes_received_tender_quantity", pa.int64()),
+    _optional("lower_tender_amount", AMOUNT),
+    _optional("higher_tender_amount", AMOUNT),
+    _optional("tender_amount_currency"),
+    _optional("sme_awarded", pa.bool_()),
+    _optional("contract_id"),
+    _optional("contract_issue_date"),  # fecha de formalización
+    _optional("winner_name"),
+    _optional("winner_id"),  # first PartyIdentification
+    _optional("winner_id_scheme"),  # e.g. NIF
+    _required("winner_identifiers", IDENTIFIERS),
+    _optional("winner_city"),
+    _optional("winner_postal_zone"),
+    _optional("winner_country_code"),
+    _optional("awarded_tax_exclusive_amount", AMOUNT),  # importe de adjudicación sin impuestos
+    _optional("awarded_payable_amount", AMOUNT),  # importe de adjudicación con impuestos
+    _optional("awarded_currency"),
 )
 
 TOMBSTONES = pa.schema(

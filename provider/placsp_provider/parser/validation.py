@@ -187,10 +187,7 @@ def check_deletion_type(text: str | None, problems: Problems) -> str | None:
         return None
     value = text.strip()
     if value not in DELETION_TYPES:
-        problems.add(
-            INVALID_TOMBSTONE,
-            f"at:comment type {value!r} is not one of {', '.join(sorted(DELETION_TYPES))}",
-        )
+        problems.add(INVALID_TOMBSTONE, f"at:comment type {value!r} is not one of {', '.join(sorted(DELETION_TYPES))}")
         return None
     return value
 

@@ -24,6 +24,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+import placsp_provider
 from placsp_provider.errors import ConfigError, PlacspError
 from placsp_provider.lake import LAKE_TABLES
 
@@ -151,8 +152,6 @@ class Contract:
 # -- where contracts live ---------------------------------------------------------------------------
 def default_contracts_dir() -> Path:
     """`include/contracts` of the checkout the package runs from (as `include/spark` for the jobs)."""
-    import placsp_provider
-
     return Path(placsp_provider.__file__).resolve().parents[2] / "include" / "contracts"
 
 
@@ -265,12 +264,7 @@ def _parse(path: Path, document: dict[str, Any]) -> Contract:
 
 
 def _collect(
-    path: Path,
-    table: str,
-    item: dict[str, Any],
-    column: str | None,
-    names: set[str],
-    rules: list[Rule],
+    path: Path, table: str, item: dict[str, Any], column: str | None, names: set[str], rules: list[Rule]
 ) -> None:
     kind = item.get("type") or ("library" if "metric" in item else None)
     rule_id = item.get("id")

@@ -17,18 +17,13 @@ import shlex
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
+from decimal import Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from placsp_provider.errors import ConfigError, PlacspError
 from placsp_provider.lake import table_path
-from placsp_provider.quality.contract import (
-    CONTRACT_TABLES,
-    Contract,
-    ContractError,
-    Rule,
-    load_contracts,
-)
+from placsp_provider.quality.contract import CONTRACT_TABLES, Contract, ContractError, Rule, load_contracts
 
 if TYPE_CHECKING:
     import duckdb
@@ -551,8 +546,6 @@ def _literal(value: Any) -> str:
 
 
 def _is_number(value: Any) -> bool:
-    from decimal import Decimal
-
     return isinstance(value, int | float | Decimal) and not isinstance(value, bool)
 
 

@@ -14,15 +14,17 @@ from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from placsp_provider.bronze.landing import write_text_atomically
 from placsp_provider.quality.contract import CONTRACT_TABLES, load_contracts
+from placsp_provider.quality.engine import SCHEMA_RULE_SUFFIX
+from placsp_provider.quality.results import latest_results
+from placsp_provider.quality.volume import RULE_ID as VOLUME_RULE_ID
+from placsp_provider.quality.volume import daily_counts, forecast_band, is_anomaly, model_path
 
 CHART_DAYS = 365
 
 
 def build_report(lake: str | Path, dataset: str, *, contracts_dir: str | None = None) -> str:
-    from placsp_provider.quality.results import latest_results
-    from placsp_provider.quality.volume import daily_counts, forecast_band, is_anomaly, model_path
-
     contracts = load_contracts(CONTRACT_TABLES, contracts_dir)
     latest = {(r["table_name"], r["rule_id"]): r for r in latest_results(lake, dataset)}
     counts = daily_counts(lake, dataset)
@@ -33,11 +35,9 @@ def build_report(lake: str | Path, dataset: str, *, contracts_dir: str | None = 
     model = model_path(lake, dataset)
     rows = []
     for contract in contracts:
-        ids = [f"{contract.table}_schema", *(r.id for r in contract.rules)]
-        if contract.table == "entries":
-            ids.append("entries_volume")
         rules = {r.id: r for r in contract.rules}
-        for rule_id in ids:
+        volume = [VOLUME_RULE_ID] if contract.table == "entries" else []
+        for rule_id in [f"{contract.table}{SCHEMA_RULE_SUFFIX}", *(r.id for r in contract.rules), *volume]:
             rows.append(_row(contract.table, rule_id, rules.get(rule_id), latest.get((contract.table, rule_id))))
     failing = sum(1 for r in latest.values() if not r["success"])
     generated = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
@@ -67,8 +67,6 @@ def build_report(lake: str | Path, dataset: str, *, contracts_dir: str | None = 
 
 
 def write_report(lake: str | Path, dataset: str, out: str | Path, *, contracts_dir: str | None = None) -> Path:
-    from placsp_provider.bronze.landing import write_text_atomically
-
     path = Path(out)
     write_text_atomically(path, build_report(lake, dataset, contracts_dir=contracts_dir))
     return path
@@ -101,15 +99,10 @@ def _chart(
     figure = Figure(figsize=(11, 4), dpi=100)
     axes = figure.subplots()
     if band:
-        axes.fill_between(
-            x([b[0] for b in band]),
-            [max(0.0, b[1]) for b in band],
-            [b[3] for b in band],
-            color="#9ecae1",
-            alpha=0.5,
-            label="forecast interval",
-        )
-        axes.plot(x([b[0] for b in band]), [b[2] for b in band], color="#3182bd", linewidth=1, label="forecast")
+        band_days, lower, predicted, upper = (list(column) for column in zip(*band, strict=True))
+        lower = [max(0.0, v) for v in lower]
+        axes.fill_between(x(band_days), lower, upper, color="#9ecae1", alpha=0.5, label="forecast interval")
+        axes.plot(x(band_days), predicted, color="#3182bd", linewidth=1, label="forecast")
     axes.plot(x(days), [counts.get(d, 0) for d in days], color="#222222", linewidth=1, label="entries per day")
     if anomalies:
         axes.scatter(

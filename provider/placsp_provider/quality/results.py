@@ -76,8 +76,7 @@ def latest_results(lake: str | Path, dataset: str) -> list[dict[str, Any]]:
     if not (path / "_delta_log").is_dir():
         return []
     source = local_files(DeltaTable(str(path)), [("dataset", "=", dataset)])
-    con = duckdb.connect()
-    try:
+    with duckdb.connect() as con:
         con.register("results", source)
         cursor = con.execute(
             "SELECT * FROM results WHERE dataset = ? "
@@ -87,5 +86,3 @@ def latest_results(lake: str | Path, dataset: str) -> list[dict[str, Any]]:
         )
         names = [d[0] for d in cursor.description or []]
         return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
-    finally:
-        con.close()

@@ -12,7 +12,8 @@ from typing import Any
 
 from placsp_provider.quality.contract import CONTRACT_TABLES
 from placsp_provider.quality.engine import CheckReport, CheckRequest, failure_message, run_checks
-from placsp_provider.quality.volume import VolumeCheck, VolumeConfig
+from placsp_provider.quality.results import append_results
+from placsp_provider.quality.volume import VolumeCheck, VolumeConfig, check_day
 
 
 @dataclass(frozen=True)
@@ -29,9 +30,7 @@ class DatasetCheck:
 
     def message(self) -> str | None:
         """The bounded failure message when an error or warn rule failed, else None."""
-        if self.report.errors or self.report.warnings:
-            return failure_message(self.report)
-        return None
+        return failure_message(self.report) if self.report.errors or self.report.warnings else None
 
     def summary(self) -> dict[str, Any]:
         """A compact XCom: verdict, counts, failing rules, the volume verdict (full rows: quality_results)."""
@@ -65,9 +64,6 @@ def check_dataset(
 
     `record`: append every result to `quality_results` under `run_id` (or `manual` without one).
     """
-    from placsp_provider.quality.results import append_results
-    from placsp_provider.quality.volume import check_day
-
     request = CheckRequest(str(lake), dataset, run_id=run_id, tables=tables, contracts_dir=contracts_dir)
     report = run_checks(request)
     volume = None

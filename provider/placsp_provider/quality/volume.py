@@ -21,13 +21,12 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from placsp_provider.bronze.landing import write_text_atomically
 from placsp_provider.errors import ConfigError, PlacspError
 from placsp_provider.lake import volume_model_path
-
-if TYPE_CHECKING:
-    from placsp_provider.quality.engine import RuleResult
+from placsp_provider.quality.engine import RuleResult, open_partition
 
 MODEL_FORMAT = 1
 SEED = 20261130
@@ -116,8 +115,6 @@ class VolumeCheck:
         return {**asdict(self), "message": self.message()}
 
     def to_rule_result(self) -> RuleResult:
-        from placsp_provider.quality.engine import RuleResult
-
         return RuleResult(
             rule_id=RULE_ID,
             dataset=self.dataset,
@@ -148,8 +145,6 @@ def daily_counts(lake: str | Path, dataset: str) -> dict[date, int]:
     """Entries of a dataset by UTC day of `updated` (reads that one column of the dataset's partition)."""
     import pyarrow as pa
     import pyarrow.compute as pc
-
-    from placsp_provider.quality.engine import open_partition
 
     source = open_partition(lake, "entries", dataset)
     if source is None:
@@ -308,8 +303,6 @@ def _quiet() -> Iterator[None]:
 
 
 def _save(path: Path, stored: dict[str, Any]) -> None:
-    from placsp_provider.bronze.landing import write_text_atomically
-
     try:
         write_text_atomically(path, json.dumps(stored))
     except OSError as err:
