@@ -93,11 +93,6 @@ def on_complete(op: PlacspExtractOperator, result: Mapping[str, Any] | None) -> 
     return never_fails("extract", build)
 
 
-def on_failure(op: PlacspExtractOperator) -> OperatorLineage:
-    # A failed extraction wrote no manifest; pages it landed are reported by the run that succeeds.
-    return on_start(op)
-
-
 def connection_base_url(op: PlacspExtractOperator | PlacspCompletenessOperator) -> str | None:
     """The base URL of the operator's PLACSP connection (a manifest's own, when there is one, wins)."""
     from placsp_provider.hooks.placsp import PlacspHook

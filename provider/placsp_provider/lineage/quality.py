@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from placsp_provider.lineage.datasets import number_text
+from placsp_provider.dead_letters.stats import number_text
 from placsp_provider.lineage.guard import never_fails
 
 if TYPE_CHECKING:

@@ -51,10 +51,6 @@ def replay_lineage(
     run_facets = {}
     if by_stage is not None or by_error_type is not None:
         run_facets[FACET_KEY] = dead_letters_facet(
-            dataset=dataset,
-            scope="replay",
-            total=selected,
-            by_stage=by_stage or {},
-            by_error_type=by_error_type or {},
+            dataset=dataset, scope="replay", total=selected, by_stage=by_stage or {}, by_error_type=by_error_type or {}
         )
     return OperatorLineage(inputs=[dead_letters], outputs=outputs, run_facets=run_facets)  # type: ignore[arg-type]

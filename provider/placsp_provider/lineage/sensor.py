@@ -12,8 +12,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from placsp_provider.dead_letters.stats import number_text
 from placsp_provider.lake import resolve_lake
-from placsp_provider.lineage.datasets import number_text
 from placsp_provider.lineage.guard import never_fails
 
 if TYPE_CHECKING:
@@ -68,8 +68,8 @@ def assertions_facet(checks: Sequence[ThresholdCheck]) -> InputDatasetFacet:
                 severity=c.severity,
                 name=c.assertion,
                 description=c.describe(),
-                expected=_text(c.threshold_value),
-                actual=_text(c.observed_value),
+                expected=number_text(c.threshold_value),
+                actual=number_text(c.observed_value),  # `undefined` for a 0/0 ratio
                 content=c.assertion,
                 contentType="expression",
                 params={
@@ -97,11 +97,6 @@ def metrics_facet(counts: DeadLetterCounts) -> InputDatasetFacet:
             for column, values in distinct.items()
         },
     )
-
-
-def _text(value: float | None) -> str:
-    """`undefined` for a 0/0 ratio."""
-    return "undefined" if value is None else number_text(value)
 
 
 # -- the sensor's three events ----------------------------------------------------------------

@@ -120,7 +120,8 @@ class PlacspExtractOperator(BaseOperator):
         return extract.on_complete(self, self._summary)
 
     def get_openlineage_facets_on_failure(self, task_instance: Any) -> OperatorLineage:
-        return extract.on_failure(self)
+        # A failed extraction wrote no manifest; pages it landed are reported by the run that succeeds.
+        return extract.on_start(self)
 
     def _overlap(self, default: timedelta) -> timedelta:
         if self.overlap is not None:
