@@ -332,11 +332,8 @@ def _cmd_maintain(args: argparse.Namespace) -> dict[str, Any]:
     if not lake.is_dir():
         raise PlacspError(f"no lake at {lake}")
     print(f"starting Spark (local) to maintain the tables of {lake}...", file=sys.stderr)
-    spark = get_session("placsp-maintain")
-    try:
+    with get_session("placsp-maintain") as spark:  # stopped on the way out
         return maintain_tables(spark, lake, tuple(args.table) or LAKE_TABLES)
-    finally:
-        spark.stop()
 
 
 def _cmd_dead_letter_stats(args: argparse.Namespace) -> dict[str, Any]:
@@ -376,11 +373,8 @@ def _cmd_dead_letter_replay(args: argparse.Namespace) -> dict[str, Any]:
     if not (table_path(lake, DEAD_LETTER_TABLE) / "_delta_log").is_dir():
         raise PlacspError(f"no dead-letter table under {lake}: nothing to replay (is --lake the lake root?)")
     print(f"starting Spark (local) to replay dead letters of {request.dataset}, run {run_id}...", file=sys.stderr)
-    spark = get_session("placsp-dead-letter-replay")
-    try:
+    with get_session("placsp-dead-letter-replay") as spark:
         summary = run_replay(spark, request)
-    finally:
-        spark.stop()
     if not args.json:
         print(printable_lines(describe(summary)))
         return {}

@@ -65,18 +65,8 @@ def fetch(directory: Path | None = None) -> list[Path]:
         noop = Path(tmp) / "noop.py"
         noop.write_text("")
         spark_submit = shutil.which("spark-submit", path=str(Path(sys.executable).parent)) or "spark-submit"
-        cmd = [
-            spark_submit,
-            "--master",
-            "local[1]",
-            "--packages",
-            coords,
-            "--conf",
-            f"spark.jars.ivy={ivy}",
-            "--conf",
-            "spark.ui.enabled=false",
-            str(noop),
-        ]
+        cmd = [spark_submit, "--master", "local[1]", "--packages", coords, "--conf", f"spark.jars.ivy={ivy}"]
+        cmd += ["--conf", "spark.ui.enabled=false", str(noop)]
         result = subprocess.run(cmd, capture_output=True, text=True, env=spark_env())
     if result.returncode != 0:
         tail = "\n".join(result.stderr.splitlines()[-15:])
