@@ -248,16 +248,9 @@ def count_dead_letters(
     since: datetime | None = None,
 ) -> DeadLetterCounts:
     """Count the dead letters matching every condition given (see `DeadLetterQuery`)."""
-    query = DeadLetterQuery(
-        lake=str(lake),
-        dataset=dataset,
-        run_id=run_id,
-        status=status,
-        stages=tuple(stages or ()),
-        error_types=tuple(error_types or ()),
-        since=since,
+    return count(
+        DeadLetterQuery(str(lake), dataset, run_id, status, tuple(stages or ()), tuple(error_types or ()), since)
     )
-    return count(query)
 
 
 def count(query: DeadLetterQuery) -> DeadLetterCounts:

@@ -8,6 +8,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from placsp_provider.lake import resolve_lake
+from placsp_provider.lineage.datasets import lake_input, lake_output
 from placsp_provider.lineage.guard import never_fails
 
 if TYPE_CHECKING:
@@ -21,9 +23,6 @@ def maintenance_lineage(
 
     def build() -> OperatorLineage:
         from airflow.providers.openlineage.extractors import OperatorLineage
-
-        from placsp_provider.lake import resolve_lake
-        from placsp_provider.lineage.datasets import lake_input, lake_output
 
         root, written = resolve_lake(lake), {t: int(d["files_written"]) for t, d in (done or {}).items()}
         return OperatorLineage(

@@ -10,6 +10,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from placsp_provider.lake import DEAD_LETTER_TABLE, LAKE_TABLES
+from placsp_provider.lineage.datasets import lake_input, lake_output
+
 if TYPE_CHECKING:
     from airflow.providers.openlineage.extractors import OperatorLineage
 
@@ -35,8 +38,6 @@ def replay_lineage(
     from airflow.providers.openlineage.extractors import OperatorLineage
     from openlineage.client.generated.input_statistics_input_dataset import InputStatisticsInputDatasetFacet
 
-    from placsp_provider.lake import DEAD_LETTER_TABLE, LAKE_TABLES
-    from placsp_provider.lineage.datasets import lake_input, lake_output
     from placsp_provider.lineage.facets import FACET_KEY, dead_letters_facet
 
     stats = {"inputStatistics": InputStatisticsInputDatasetFacet(rowCount=selected)} if selected is not None else {}

@@ -100,19 +100,8 @@ class DataContractCheckOperator(BaseOperator):
                 lake,
             )
             # The keys of `DatasetCheck.summary()`, plus `skipped`.
-            summary = {
-                "dataset": dataset,
-                "run_id": context["run_id"],
-                "passed": True,
-                "rules": 0,
-                "failed_error": [],
-                "failed_warn": [],
-                "failures": [],
-                "volume": None,
-                "rows": {},
-                "recorded": 0,
-                "skipped": True,
-            }
+            summary = {"dataset": dataset, "run_id": context["run_id"], "passed": True, "rules": 0, "failed_error": []}
+            summary |= {"failed_warn": [], "failures": [], "volume": None, "rows": {}, "recorded": 0, "skipped": True}
             context["ti"].xcom_push(key=XCOM_KEY, value=summary)
             return summary
         start = context.get("data_interval_start")
