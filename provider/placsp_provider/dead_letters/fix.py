@@ -134,8 +134,7 @@ def check_fix(letter: DeadLetterRecord, text: str) -> None:
         )
     if not text:
         raise RecordFixRefusedError(f"{letter.describe()}: the corrected record is empty")
-    left = escapes_left(r["raw_bytes"], r["raw_record"], text)
-    if left:
+    if left := escapes_left(r["raw_bytes"], r["raw_record"], text):
         raise RecordFixRefusedError(
             f"{letter.describe()}: the corrected record still holds {', '.join(left[:5])}, the text that shows "
             "a byte the ingest could not decode; write the character it stands for (e.g. ñ for \\xf1 in "

@@ -220,11 +220,9 @@ def scope_query(
     if scope == "run" and not run_id:
         raise ConfigError(f"dataset {dataset}: scope 'run' needs the run id")
     stages, error_types = _names("stages", stages), _names("error_types", error_types)
-    unknown = [s for s in stages if s not in STAGES]
-    if unknown:
+    if unknown := [s for s in stages if s not in STAGES]:
         raise ConfigError(f"unknown dead-letter stage(s) {unknown}; the stages are {', '.join(STAGES)}")
-    malformed = [e for e in error_types if not _ERROR_TYPE.fullmatch(e)]
-    if malformed:
+    if malformed := [e for e in error_types if not _ERROR_TYPE.fullmatch(e)]:
         raise ConfigError(f"error types are snake_case names such as xml_syntax or invalid_amount; got {malformed}")
     return DeadLetterQuery(
         lake=str(lake),

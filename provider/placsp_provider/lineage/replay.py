@@ -43,8 +43,7 @@ def replay_lineage(
     stats = {"inputStatistics": InputStatisticsInputDatasetFacet(rowCount=selected)} if selected is not None else {}
     dead_letters = lake_input(lake, DEAD_LETTER_TABLE, stats)
     written = dict(rows_written or {})
-    unknown = sorted(set(written) - set(LAKE_TABLES))
-    if unknown:
+    if unknown := sorted(set(written) - set(LAKE_TABLES)):
         raise ValueError(f"rows_written names unknown tables {unknown}; the tables are {', '.join(LAKE_TABLES)}")
     if dead_letters_updated is not None:
         written[DEAD_LETTER_TABLE] = written.get(DEAD_LETTER_TABLE, 0) + dead_letters_updated

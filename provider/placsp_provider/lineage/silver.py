@@ -68,8 +68,7 @@ def bronze_inputs(lake: str | Path, manifests: Iterable[Path]) -> list[InputData
     if len(pages) <= MAX_PAGE_DATASETS:
         inputs += [input_dataset(bronze_file(lake, f)) for f in pages]
     else:  # the same folder the extract task reports for so many pages
-        for key in sorted(set(pages.values())):
-            inputs.append(input_dataset(local_path(pages_dir(Path(lake), key))))
+        inputs += [input_dataset(local_path(pages_dir(Path(lake), key))) for key in sorted(set(pages.values()))]
     return inputs
 
 

@@ -99,8 +99,7 @@ class PlacspExtractOperator(BaseOperator):
             self.log.error("extraction failed: %s", err)
             raise PlacspError(str(err)) from None
         summary = manifest.summary()
-        summary["manifest"] = str(manifest_path(lake, ds.key, start, end))
-        summary["lake"] = str(lake)
+        summary |= {"manifest": str(manifest_path(lake, ds.key, start, end)), "lake": str(lake)}
         if summary["not_well_formed"]:
             self.log.warning(
                 "dataset %s: %d page(s) are not well-formed; landed for quarantine: %s",

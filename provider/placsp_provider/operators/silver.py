@@ -125,8 +125,7 @@ class PlacspSilverOperator(BaseOperator):
             with spark_connection_or_local(self.spark_conn_id, self.log):
                 self._hook = SparkSubmitHook(conn_id=self.spark_conn_id, application_args=args, **kwargs)
                 self._hook.submit(self.application)
-        summary: RunSummary = json.loads(run_summary_path(lake, ds.key, request.run_id).read_text())
-        return summary
+        return json.loads(run_summary_path(lake, ds.key, request.run_id).read_text())
 
     def on_kill(self) -> None:
         if self._hook is not None:

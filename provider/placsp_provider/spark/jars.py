@@ -42,8 +42,7 @@ def jar_paths(directory: Path | None = None) -> list[Path]:
     """The pinned jars; raise with the command to run when any is missing."""
     folder = directory or jar_dir()
     paths = [folder / jar_file_name(c, v) for c, v in SPARK_PACKAGES.items()]
-    missing = [p.name for p in paths if not p.is_file()]
-    if missing:
+    if missing := [p.name for p in paths if not p.is_file()]:
         raise FileNotFoundError(
             f"Spark jars missing from {folder}: {', '.join(missing)}; run "
             f"`python -m placsp_provider.spark.jars fetch` (make does it for you)"

@@ -126,10 +126,8 @@ def merge_silver(
         return metrics
     target = _delta(spark, lake, "entries")
 
-    best = winners(rows["entries"]).withColumns(stamp)
-    best = best.withColumn("deleted_at", F.lit(None).cast("timestamp")).withColumn(
-        "deletion_type", F.lit(None).cast("string")
-    )
+    unset = {"deleted_at": F.lit(None).cast("timestamp"), "deletion_type": F.lit(None).cast("string")}
+    best = winners(rows["entries"]).withColumns(stamp).withColumns(unset)
     # Which batch versions are at least as great as what Silver holds (rules.is_eligible): their
     # children are the truth. The very version Silver holds is eligible again (a rerun, or recovery
     # from a run that died between MERGEs); a lesser one loses everywhere, as it does in `entries`, so
