@@ -92,8 +92,7 @@ def build_parser() -> argparse.ArgumentParser:
     ing.set_defaults(func=_cmd_ingest)
 
     cp = sub.add_parser(
-        "completeness",
-        help="compare a closed month with the site's archive of it; land what the daily runs missed",
+        "completeness", help="compare a closed month with the site's archive of it; land what the daily runs missed"
     )
     cp.add_argument("--dataset", required=True, help="key or syndication id")
     cp.add_argument("--month", required=True, help="the month to check, YYYY-MM (must have ended)")
@@ -164,8 +163,7 @@ def build_parser() -> argparse.ArgumentParser:
     sh.set_defaults(func=_cmd_dead_letter_show)
 
     fx = dl_sub.add_parser(
-        "fix",
-        help="write a corrected record into a dead letter and mark it fixed (checked with the parser first)",
+        "fix", help="write a corrected record into a dead letter and mark it fixed (checked with the parser first)"
     )
     fx.add_argument("--lake", required=True, type=Path, help="lake root folder")
     fx.add_argument("--id", required=True, dest="dead_letter_id", help="the dead_letter_id (64 hex characters)")
@@ -334,11 +332,8 @@ def _cmd_maintain(args: argparse.Namespace) -> dict[str, Any]:
     if not lake.is_dir():
         raise PlacspError(f"no lake at {lake}")
     print(f"starting Spark (local) to maintain the tables of {lake}...", file=sys.stderr)
-    spark = get_session("placsp-maintain")
-    try:
+    with get_session("placsp-maintain") as spark:  # stopped on the way out
         return maintain_tables(spark, lake, tuple(args.table) or LAKE_TABLES)
-    finally:
-        spark.stop()
 
 
 def _cmd_dead_letter_stats(args: argparse.Namespace) -> dict[str, Any]:
@@ -378,11 +373,8 @@ def _cmd_dead_letter_replay(args: argparse.Namespace) -> dict[str, Any]:
     if not (table_path(lake, DEAD_LETTER_TABLE) / "_delta_log").is_dir():
         raise PlacspError(f"no dead-letter table under {lake}: nothing to replay (is --lake the lake root?)")
     print(f"starting Spark (local) to replay dead letters of {request.dataset}, run {run_id}...", file=sys.stderr)
-    spark = get_session("placsp-dead-letter-replay")
-    try:
+    with get_session("placsp-dead-letter-replay") as spark:
         summary = run_replay(spark, request)
-    finally:
-        spark.stop()
     if not args.json:
         print(printable_lines(describe(summary)))
         return {}
@@ -462,9 +454,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     logging.basicConfig(
-        level=logging.DEBUG if args.debug else logging.INFO,
-        format="%(levelname)s %(message)s",
-        stream=sys.stderr,
+        level=logging.DEBUG if args.debug else logging.INFO, format="%(levelname)s %(message)s", stream=sys.stderr
     )
     try:
         summary = args.func(args)

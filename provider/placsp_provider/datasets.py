@@ -47,9 +47,7 @@ class Dataset:
 
     def archive_name(self, year: int, month: int | None = None) -> str:
         """`<base>_YYYY.zip` for a closed year, `<base>_YYYYMM.zip` for a month of the current one."""
-        if month is None:
-            return f"{self.file_base}_{year:04d}.zip"
-        return f"{self.file_base}_{year:04d}{month:02d}.zip"
+        return f"{self.file_base}_{year:04d}{'' if month is None else f'{month:02d}'}.zip"
 
     def archive_url(self, base_url: str, year: int, month: int | None = None) -> str:
         return f"{base_url.rstrip('/')}/{self.folder}/{self.archive_name(year, month)}"
@@ -59,9 +57,7 @@ class Dataset:
 
         Archive-only datasets (EMP, CPM) publish annual archives only, the current year included.
         """
-        if year < today.year or not self.has_live_feed:
-            return (year, None)
-        return (year, month)
+        return (year, None) if year < today.year or not self.has_live_feed else (year, month)
 
 
 DATASETS: dict[str, Dataset] = {
@@ -119,11 +115,9 @@ DATASETS: dict[str, Dataset] = {
 def get_dataset(name: str | int) -> Dataset:
     """Look a dataset up by key (`licitaciones`) or syndication id (`643`)."""
     text = str(name).strip()
-    if text in DATASETS:
-        return DATASETS[text]
-    for d in DATASETS.values():
-        if text == str(d.syndication_id):
-            return d
+    found = DATASETS.get(text) or next((d for d in DATASETS.values() if text == str(d.syndication_id)), None)
+    if found is not None:
+        return found
     known = ", ".join(f"{d.key} ({d.syndication_id})" for d in DATASETS.values())
     raise ConfigError(f"unknown PLACSP dataset {name!r}; known datasets: {known}")
 

@@ -66,8 +66,7 @@ def incoming_dir(lake: Path, dataset: str) -> Path:
 
 
 def manifest_path(lake: Path, dataset: str, start: datetime, end: datetime) -> Path:
-    stamp = f"{_compact(start)}__{_compact(end)}"
-    return manifests_dir(lake, dataset) / f"{stamp}.json"
+    return manifests_dir(lake, dataset) / f"{_compact(start)}__{_compact(end)}.json"
 
 
 def completeness_manifest_path(lake: Path, dataset: str, month: date) -> Path:

@@ -23,10 +23,7 @@ from placsp_provider.errors import ConfigError
 from placsp_provider.notifications import LOGGER, LogNotifier
 
 # Raised before any network or Spark work, on input that will be the same on the next try.
-NOT_RETRIED: list[type[BaseException] | str] = [
-    ConfigError,
-    "airflow.sdk.exceptions.ParamValidationError",
-]
+NOT_RETRIED: list[type[BaseException] | str] = [ConfigError, "airflow.sdk.exceptions.ParamValidationError"]
 
 
 def retry_policy() -> ExceptionRetryPolicy:
@@ -46,11 +43,7 @@ def retry_policy() -> ExceptionRetryPolicy:
 
 def default_args(**overrides: Any) -> dict[str, Any]:
     """The `default_args` of every PLACSP DAG: the failure notifier and the retry policy, plus `overrides`."""
-    return {
-        "on_failure_callback": [LogNotifier()],
-        "retry_policy": retry_policy(),
-        **overrides,
-    }
+    return {"on_failure_callback": [LogNotifier()], "retry_policy": retry_policy(), **overrides}
 
 
 def daily_deadline_alert(interval: timedelta | None = None) -> DeadlineAlert | None:

@@ -32,20 +32,8 @@ from placsp_provider.untrusted import printable
 _ID = re.compile(r"[0-9a-f]{64}")
 # The encoding an XML declaration names, if any (the declaration is at most a few hundred bytes).
 _DECLARED_ENCODING = re.compile(rb"""\bencoding\s*=\s*["']([A-Za-z0-9._-]{1,40})["']""")
-_COLUMNS = (
-    "dataset",
-    "dead_letter_id",
-    "source_file",
-    "stage",
-    "error_type",
-    "record_kind",
-    "entry_id",
-    "record_offset",
-    "namespace_context",
-    "raw_record",
-    "raw_bytes",
-    "status",
-)
+_COLUMNS: tuple[str, ...] = ("dataset", "dead_letter_id", "source_file", "stage", "error_type", "record_kind")
+_COLUMNS += ("entry_id", "record_offset", "namespace_context", "raw_record", "raw_bytes", "status")
 
 
 class DeadLetterNotFoundError(PlacspError):
@@ -146,8 +134,7 @@ def check_fix(letter: DeadLetterRecord, text: str) -> None:
         )
     if not text:
         raise RecordFixRefusedError(f"{letter.describe()}: the corrected record is empty")
-    left = escapes_left(r["raw_bytes"], r["raw_record"], text)
-    if left:
+    if left := escapes_left(r["raw_bytes"], r["raw_record"], text):
         raise RecordFixRefusedError(
             f"{letter.describe()}: the corrected record still holds {', '.join(left[:5])}, the text that shows "
             "a byte the ingest could not decode; write the character it stands for (e.g. ñ for \\xf1 in "

@@ -113,10 +113,9 @@ def _bronze_page(source: str, lake: Path, pages: dict[str, Any]) -> Any:
 
 
 def fill_legacy_bytes(letters: Any, lake: Path) -> tuple[Any, list[str]]:
-    """A replay's selection (an Arrow table with `raw_bytes`, `raw_record`, `status`, `source_file`,
-    `record_offset`, `record_kind`, `dead_letter_id`) with `raw_bytes` filled on legacy rows wherever
-    the exact bytes can be known, and the rows left out whose record nobody can tell from invented
-    text; their ids are returned. For each legacy record-level row:
+    """A replay's selection (Arrow) with `raw_bytes` filled on legacy rows wherever the exact bytes can
+    be known, and the rows left out whose record nobody can tell from invented text; their ids are
+    returned. For each legacy record-level row:
 
     - its bytes found in Bronze (`legacy_bytes`' step 1: only while `raw_record` is still exactly the
       text of those bytes): filled, so `record_to_replay` reads the bytes, `fixed` or not;

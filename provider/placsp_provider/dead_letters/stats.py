@@ -220,11 +220,9 @@ def scope_query(
     if scope == "run" and not run_id:
         raise ConfigError(f"dataset {dataset}: scope 'run' needs the run id")
     stages, error_types = _names("stages", stages), _names("error_types", error_types)
-    unknown = [s for s in stages if s not in STAGES]
-    if unknown:
+    if unknown := [s for s in stages if s not in STAGES]:
         raise ConfigError(f"unknown dead-letter stage(s) {unknown}; the stages are {', '.join(STAGES)}")
-    malformed = [e for e in error_types if not _ERROR_TYPE.fullmatch(e)]
-    if malformed:
+    if malformed := [e for e in error_types if not _ERROR_TYPE.fullmatch(e)]:
         raise ConfigError(f"error types are snake_case names such as xml_syntax or invalid_amount; got {malformed}")
     return DeadLetterQuery(
         lake=str(lake),
@@ -248,16 +246,9 @@ def count_dead_letters(
     since: datetime | None = None,
 ) -> DeadLetterCounts:
     """Count the dead letters matching every condition given (see `DeadLetterQuery`)."""
-    query = DeadLetterQuery(
-        lake=str(lake),
-        dataset=dataset,
-        run_id=run_id,
-        status=status,
-        stages=tuple(stages or ()),
-        error_types=tuple(error_types or ()),
-        since=since,
+    return count(
+        DeadLetterQuery(str(lake), dataset, run_id, status, tuple(stages or ()), tuple(error_types or ()), since)
     )
-    return count(query)
 
 
 def count(query: DeadLetterQuery) -> DeadLetterCounts:
@@ -297,11 +288,6 @@ def _samples(files: pads.Dataset, expr: Any) -> tuple[DeadLetterSample, ...]:
     return tuple(sorted(found, key=lambda s: (s.source_file, s.record_offset)))
 
 
-def summary_file(lake: str | Path, dataset: str, run_id: str) -> Path:
-    """`<lake>/runs/<dataset>/<run_id>.json`, written by the Silver ingest after its last commit."""
-    return run_summary_path(Path(lake), dataset, run_id)
-
-
 def look(query: DeadLetterQuery) -> tuple[DeadLetterCounts, int | None] | None:
     """What a threshold check judges: the counts and, for scope `run` (a `scope_query` with a run id),
     the entries the run read. None while that run's summary is missing: until the ingest has written
@@ -309,7 +295,7 @@ def look(query: DeadLetterQuery) -> tuple[DeadLetterCounts, int | None] | None:
     if query.run_id is None:
         return count(query), None
     assert query.dataset is not None
-    if not summary_file(query.lake, query.dataset, query.run_id).is_file():
+    if not run_summary_path(Path(query.lake), query.dataset, query.run_id).is_file():
         return None
     read = entries_read(query.lake, query.dataset, query.run_id)
     return count(query), read
@@ -317,7 +303,7 @@ def look(query: DeadLetterQuery) -> tuple[DeadLetterCounts, int | None] | None:
 
 def entries_read(lake: str | Path, dataset: str, run_id: str) -> int:
     """Entries plus tombstones the run's Silver ingest read (its summary's `read`): the ratio's denominator."""
-    path = summary_file(lake, dataset, run_id)
+    path = run_summary_path(Path(lake), dataset, run_id)  # the Silver ingest writes it after its last commit
     try:
         summary = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError as err:
@@ -356,17 +342,19 @@ class ThresholdCheck:
     @property
     def assertion(self) -> str:
         """The assertion's name, e.g. `dead_letter_count <= 10`."""
-        return f"dead_letter_{self.threshold_kind} <= {_num(self.threshold_value)}"
+        return f"dead_letter_{self.threshold_kind} <= {number_text(self.threshold_value)}"
 
     def describe(self) -> str:
         if self.threshold_kind == "count":
-            observed = _num(self.observed_value)
+            observed = number_text(self.observed_value)
         elif self.observed_value is None:
             observed = f"undefined ({self.dead_letters} dead letters, 0 entries read)"
         else:
             observed = f"{self.observed_value:.4g} ({self.dead_letters} / {self.entries_read} entries read)"
         verdict = "<=" if self.success else ">"
-        return f"{self.threshold_kind} {observed} {verdict} max_{self.threshold_kind} {_num(self.threshold_value)}"
+        return (
+            f"{self.threshold_kind} {observed} {verdict} max_{self.threshold_kind} {number_text(self.threshold_value)}"
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "assertion": self.assertion}
@@ -509,7 +497,8 @@ def _sql_literal(value: str) -> str:
     return "'" + str(value).replace("'", "''") + "'"
 
 
-def _num(value: float | None) -> str:
+def number_text(value: float | None) -> str:
+    """A number as messages and data-quality facets show it: `3`, not `3.0`; `undefined` for a 0/0 ratio."""
     if value is None:
         return "undefined"
     return str(int(value)) if float(value).is_integer() else f"{value:g}"

@@ -32,8 +32,7 @@ class PlacspHook(BaseHook):
 
     def client_config(self) -> ClientConfig:
         conn = self.get_connection(self.placsp_conn_id)
-        base_url = _base_url(conn.host, conn.schema)
-        config = client_config_from_extras(base_url, conn.extra_dejson or {})
+        config = client_config_from_extras(_base_url(conn.host, conn.schema), conn.extra_dejson or {})
         if conn.login:
             config = replace(config, auth=(conn.login, conn.password or ""))
         return config

@@ -13,8 +13,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from placsp_provider.lineage.extract import connection_base_url
+from placsp_provider.bronze.manifest import Manifest
+from placsp_provider.datasets import get_dataset
+from placsp_provider.lineage.datasets import input_dataset, output_dataset
+from placsp_provider.lineage.extract import bronze_outputs, connection_base_url
 from placsp_provider.lineage.guard import never_fails
+from placsp_provider.lineage.naming import DatasetName, local_path, placsp_feed
 
 if TYPE_CHECKING:
     from airflow.providers.openlineage.extractors import OperatorLineage
@@ -25,12 +29,6 @@ if TYPE_CHECKING:
 def completeness_lineage(*, dataset: str, base_url: str | None, summary: Mapping[str, Any] | None) -> OperatorLineage:
     from airflow.providers.openlineage.extractors import OperatorLineage
     from openlineage.client.facet_v2 import data_quality_assertions_dataset as dq
-
-    from placsp_provider.bronze.manifest import Manifest
-    from placsp_provider.datasets import get_dataset
-    from placsp_provider.lineage.datasets import input_dataset, output_dataset
-    from placsp_provider.lineage.extract import bronze_outputs
-    from placsp_provider.lineage.naming import DatasetName, local_path, placsp_feed
 
     ds = get_dataset(dataset)
     inputs, outputs = [], []

@@ -69,11 +69,6 @@ def lake_output(lake: str | Path, table: str, *, rows: int | None = None, files:
     return output_dataset(lake_table(lake, table), rows=rows, files=files, facets=schema)
 
 
-def number_text(value: float) -> str:
-    """A number as the data-quality facets' `expected` and `actual` strings: `3`, not `3.0`."""
-    return str(int(value)) if float(value).is_integer() else f"{value:g}"
-
-
 def table_schema_facet(table: str) -> SchemaDatasetFacet:
     """`schema` of a lake table, from its explicit Arrow schema (nested fields included)."""
     from openlineage.client.generated.schema_dataset import SchemaDatasetFacet

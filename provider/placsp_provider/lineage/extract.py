@@ -12,8 +12,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from placsp_provider.lake import resolve_lake
+from placsp_provider.bronze.manifest import Manifest
+from placsp_provider.datasets import get_dataset
+from placsp_provider.lake import pages_dir, resolve_lake
+from placsp_provider.lineage.datasets import input_dataset, output_dataset
 from placsp_provider.lineage.guard import never_fails
+from placsp_provider.lineage.naming import bronze_file, local_path, placsp_feed
 
 if TYPE_CHECKING:
     from airflow.providers.openlineage.extractors import OperatorLineage
@@ -30,11 +34,6 @@ def extract_lineage(*, dataset: str, base_url: str | None, lake: str | Path, man
     """Inputs: the dataset's feed (when the base URL is known). Outputs: the manifest's pages and the manifest."""
     from airflow.providers.openlineage.extractors import OperatorLineage
 
-    from placsp_provider.bronze.manifest import Manifest
-    from placsp_provider.datasets import get_dataset
-    from placsp_provider.lineage.datasets import input_dataset
-    from placsp_provider.lineage.naming import placsp_feed
-
     ds = get_dataset(dataset)
     loaded = Manifest.load(manifest) if manifest is not None and manifest.is_file() else None
     base = loaded.base_url if loaded is not None and loaded.base_url else base_url
@@ -45,10 +44,6 @@ def extract_lineage(*, dataset: str, base_url: str | None, lake: str | Path, man
 
 def bronze_outputs(lake: str | Path, manifest: Manifest, manifest_file: Path) -> list[OutputDataset]:
     """The manifest's pages (records and bytes each) and the manifest itself (pages listed, bytes)."""
-    from placsp_provider.lake import pages_dir
-    from placsp_provider.lineage.datasets import output_dataset
-    from placsp_provider.lineage.naming import bronze_file, local_path
-
     pages = manifest.pages
     if len(pages) <= MAX_PAGE_DATASETS:
         outputs = [
@@ -91,11 +86,6 @@ def on_complete(op: PlacspExtractOperator, result: Mapping[str, Any] | None) -> 
         return extract_lineage(dataset=op.dataset, base_url=base, lake=lake or resolve_lake(op.lake), manifest=manifest)
 
     return never_fails("extract", build)
-
-
-def on_failure(op: PlacspExtractOperator) -> OperatorLineage:
-    # A failed extraction wrote no manifest; pages it landed are reported by the run that succeeds.
-    return on_start(op)
 
 
 def connection_base_url(op: PlacspExtractOperator | PlacspCompletenessOperator) -> str | None:

@@ -6,8 +6,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from placsp_provider.lake import resolve_lake
+from placsp_provider.lineage.datasets import lake_input, lake_output
 from placsp_provider.lineage.guard import never_fails
 
 if TYPE_CHECKING:
@@ -22,19 +24,10 @@ def maintenance_lineage(
     def build() -> OperatorLineage:
         from airflow.providers.openlineage.extractors import OperatorLineage
 
-        from placsp_provider.lake import resolve_lake
-        from placsp_provider.lineage.datasets import lake_input, lake_output
-
-        root = resolve_lake(lake)
+        root, written = resolve_lake(lake), {t: int(d["files_written"]) for t, d in (done or {}).items()}
         return OperatorLineage(
             inputs=[lake_input(root, t) for t in tables],  # type: ignore[arg-type]
-            outputs=[lake_output(root, t, files=_files_written(done, t)) for t in tables],  # type: ignore[arg-type]
+            outputs=[lake_output(root, t, files=written.get(t)) for t in tables],  # type: ignore[arg-type]
         )
 
     return never_fails("maintenance", build)
-
-
-def _files_written(done: Mapping[str, Mapping[str, Any]] | None, table: str) -> int | None:
-    if done is None or table not in done:
-        return None
-    return int(done[table]["files_written"])

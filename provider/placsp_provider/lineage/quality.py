@@ -12,8 +12,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from placsp_provider.lineage.datasets import number_text
+from placsp_provider.dead_letters.stats import number_text
+from placsp_provider.lake import quality_results_path, resolve_lake
+from placsp_provider.lineage.datasets import lake_input, output_dataset
 from placsp_provider.lineage.guard import never_fails
+from placsp_provider.lineage.naming import local_path
 
 if TYPE_CHECKING:
     from airflow.providers.openlineage.extractors import OperatorLineage
@@ -41,10 +44,6 @@ def classification(result: RuleResult) -> str:
 
 def quality_lineage(*, lake: str | Path, tables: Sequence[str], check: DatasetCheck | None = None) -> OperatorLineage:
     from airflow.providers.openlineage.extractors import OperatorLineage
-
-    from placsp_provider.lake import quality_results_path
-    from placsp_provider.lineage.datasets import lake_input, output_dataset
-    from placsp_provider.lineage.naming import local_path
 
     inputs = []
     for table in tables:
@@ -96,7 +95,6 @@ def on_event(op: DataContractCheckOperator, check: DatasetCheck | None) -> Opera
     """START (no check yet), COMPLETE or FAIL (what the check concluded, if it got that far)."""
 
     def build() -> OperatorLineage:
-        from placsp_provider.lake import resolve_lake
         from placsp_provider.quality.contract import CONTRACT_TABLES
 
         tables = check.report.request.tables if check else tuple(op.tables or CONTRACT_TABLES)

@@ -10,6 +10,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from placsp_provider.lake import DEAD_LETTER_TABLE, LAKE_TABLES
+from placsp_provider.lineage.datasets import lake_input, lake_output
+
 if TYPE_CHECKING:
     from airflow.providers.openlineage.extractors import OperatorLineage
 
@@ -35,15 +38,12 @@ def replay_lineage(
     from airflow.providers.openlineage.extractors import OperatorLineage
     from openlineage.client.generated.input_statistics_input_dataset import InputStatisticsInputDatasetFacet
 
-    from placsp_provider.lake import DEAD_LETTER_TABLE, LAKE_TABLES
-    from placsp_provider.lineage.datasets import lake_input, lake_output
     from placsp_provider.lineage.facets import FACET_KEY, dead_letters_facet
 
     stats = {"inputStatistics": InputStatisticsInputDatasetFacet(rowCount=selected)} if selected is not None else {}
     dead_letters = lake_input(lake, DEAD_LETTER_TABLE, stats)
     written = dict(rows_written or {})
-    unknown = sorted(set(written) - set(LAKE_TABLES))
-    if unknown:
+    if unknown := sorted(set(written) - set(LAKE_TABLES)):
         raise ValueError(f"rows_written names unknown tables {unknown}; the tables are {', '.join(LAKE_TABLES)}")
     if dead_letters_updated is not None:
         written[DEAD_LETTER_TABLE] = written.get(DEAD_LETTER_TABLE, 0) + dead_letters_updated
@@ -51,10 +51,6 @@ def replay_lineage(
     run_facets = {}
     if by_stage is not None or by_error_type is not None:
         run_facets[FACET_KEY] = dead_letters_facet(
-            dataset=dataset,
-            scope="replay",
-            total=selected,
-            by_stage=by_stage or {},
-            by_error_type=by_error_type or {},
+            dataset=dataset, scope="replay", total=selected, by_stage=by_stage or {}, by_error_type=by_error_type or {}
         )
     return OperatorLineage(inputs=[dead_letters], outputs=outputs, run_facets=run_facets)  # type: ignore[arg-type]

@@ -12,8 +12,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from placsp_provider.lake import resolve_lake
-from placsp_provider.lineage.datasets import number_text
+from placsp_provider.datasets import get_dataset
+from placsp_provider.dead_letters.stats import number_text
+from placsp_provider.lake import DEAD_LETTER_TABLE, resolve_lake
+from placsp_provider.lineage.datasets import lake_input
 from placsp_provider.lineage.guard import never_fails
 
 if TYPE_CHECKING:
@@ -34,8 +36,6 @@ def threshold_lineage(
 ) -> OperatorLineage:
     from airflow.providers.openlineage.extractors import OperatorLineage
 
-    from placsp_provider.lake import DEAD_LETTER_TABLE
-    from placsp_provider.lineage.datasets import lake_input
     from placsp_provider.lineage.facets import FACET_KEY, dead_letters_facet
 
     input_facets: dict[str, InputDatasetFacet] = {}
@@ -68,8 +68,8 @@ def assertions_facet(checks: Sequence[ThresholdCheck]) -> InputDatasetFacet:
                 severity=c.severity,
                 name=c.assertion,
                 description=c.describe(),
-                expected=_text(c.threshold_value),
-                actual=_text(c.observed_value),
+                expected=number_text(c.threshold_value),
+                actual=number_text(c.observed_value),  # `undefined` for a 0/0 ratio
                 content=c.assertion,
                 contentType="expression",
                 params={
@@ -99,11 +99,6 @@ def metrics_facet(counts: DeadLetterCounts) -> InputDatasetFacet:
     )
 
 
-def _text(value: float | None) -> str:
-    """`undefined` for a 0/0 ratio."""
-    return "undefined" if value is None else number_text(value)
-
-
 # -- the sensor's three events ----------------------------------------------------------------
 def on_start(op: DeadLetterThresholdSensor) -> OperatorLineage:
     return on_complete(op, (), None)
@@ -115,8 +110,6 @@ def on_complete(
     """`checks` and `counts` are what the check concluded (empty if it never got that far)."""
 
     def build() -> OperatorLineage:
-        from placsp_provider.datasets import get_dataset
-
         dataset = get_dataset(op.dataset).key
         return threshold_lineage(
             lake=resolve_lake(op.lake), dataset=dataset, scope=op.scope, checks=checks, counts=counts

@@ -15,8 +15,21 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from placsp_provider.lake import resolve_lake
+from placsp_provider.bronze.manifest import Manifest
+from placsp_provider.datasets import get_dataset
+from placsp_provider.lake import (
+    LAKE_TABLES,
+    RECONCILIATION_TABLE,
+    SILVER_TABLES,
+    bronze_dir,
+    pages_dir,
+    resolve_lake,
+    run_summary_path,
+)
+from placsp_provider.lineage.datasets import input_dataset, lake_output
+from placsp_provider.lineage.extract import MAX_PAGE_DATASETS
 from placsp_provider.lineage.guard import never_fails
+from placsp_provider.lineage.naming import bronze_file, local_path
 
 if TYPE_CHECKING:
     from airflow.providers.openlineage.extractors import OperatorLineage
@@ -43,12 +56,6 @@ def silver_lineage(
 
 def bronze_inputs(lake: str | Path, manifests: Iterable[Path]) -> list[InputDataset]:
     """Each manifest and each page it names (once), as the extract task reported them."""
-    from placsp_provider.bronze.manifest import Manifest
-    from placsp_provider.lake import pages_dir
-    from placsp_provider.lineage.datasets import input_dataset
-    from placsp_provider.lineage.extract import MAX_PAGE_DATASETS
-    from placsp_provider.lineage.naming import bronze_file, local_path
-
     inputs: list[InputDataset] = []
     pages: dict[str, str] = {}  # lake-relative file -> dataset key
     for path in manifests:
@@ -61,23 +68,17 @@ def bronze_inputs(lake: str | Path, manifests: Iterable[Path]) -> list[InputData
     if len(pages) <= MAX_PAGE_DATASETS:
         inputs += [input_dataset(bronze_file(lake, f)) for f in pages]
     else:  # the same folder the extract task reports for so many pages
-        for key in sorted(set(pages.values())):
-            inputs.append(input_dataset(local_path(pages_dir(Path(lake), key))))
+        inputs += [input_dataset(local_path(pages_dir(Path(lake), key))) for key in sorted(set(pages.values()))]
     return inputs
 
 
 def lake_outputs(lake: str | Path, summary: Mapping[str, Any] | None) -> list[OutputDataset]:
-    from placsp_provider.lake import LAKE_TABLES
-    from placsp_provider.lineage.datasets import lake_output
-
     rows = rows_written(summary) if summary else {}
     return [lake_output(lake, t, rows=rows.get(t)) for t in LAKE_TABLES]
 
 
 def rows_written(summary: Mapping[str, Any]) -> dict[str, int]:
     """Rows each table received from the run, from the summary's MERGE metrics."""
-    from placsp_provider.lake import RECONCILIATION_TABLE, SILVER_TABLES
-
     merge = summary.get("merge") or {}
     out = {
         t: int(merge.get(t, {}).get("inserted", 0)) + int(merge.get(t, {}).get("updated", 0))
@@ -120,8 +121,6 @@ def on_failure(op: PlacspSilverOperator, run_id: str | None) -> OperatorLineage:
 
 
 def _lineage(op: PlacspSilverOperator, summary: Mapping[str, Any] | None) -> OperatorLineage:
-    from placsp_provider.datasets import get_dataset
-
     ds = get_dataset(op.dataset)
     lake = resolve_lake(op.lake)
     return silver_lineage(dataset=ds.key, lake=lake, manifests=_manifests(op, lake, ds.key), summary=summary)
@@ -129,17 +128,12 @@ def _lineage(op: PlacspSilverOperator, summary: Mapping[str, Any] | None) -> Ope
 
 def _manifests(op: PlacspSilverOperator, lake: Path, dataset: str) -> list[Path]:
     """The manifest the task ingests or, without one, every manifest of the dataset (what the job reads)."""
-    from placsp_provider.lake import bronze_dir
-
     if op.manifest:
         return [Path(str(op.manifest))]
     return sorted((bronze_dir(lake, dataset) / "manifests").glob("*.json"))
 
 
 def _summary_file(op: PlacspSilverOperator, run_id: str | None) -> dict[str, Any] | None:
-    from placsp_provider.datasets import get_dataset
-    from placsp_provider.lake import run_summary_path
-
     if not run_id:
         return None
     path = run_summary_path(resolve_lake(op.lake), get_dataset(op.dataset).key, run_id)

@@ -47,9 +47,7 @@ def with_spark_lineage(
     listeners = [x.strip() for x in str(base.get("spark.extraListeners", "")).split(",") if x.strip()]
     if LISTENER not in listeners:
         listeners.append(LISTENER)
-    merged = {**extra, **base}
-    merged["spark.extraListeners"] = ",".join(listeners)
-    return merged
+    return {**extra, **base, "spark.extraListeners": ",".join(listeners)}
 
 
 # What the listener removes from a dataset name (the named group `remove`, found anywhere in it).

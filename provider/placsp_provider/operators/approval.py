@@ -70,11 +70,11 @@ def approval_body(summary: dict[str, Any] | None) -> str:
         "| error type | selected | would recover | still failing | abandoned |",
         "|---|---|---|---|---|",
     ]
-    for error_type, c in sorted(summary.get("by_error_type", {}).items()):
-        lines.append(
-            f"| {error_type} | {c.get('selected', 0)} | {c.get('recovered', 0)} | "
-            f"{c.get('still_failing', 0)} | {c.get('abandoned', 0)} |"
-        )
+    lines += [
+        f"| {error_type} | {c.get('selected', 0)} | {c.get('recovered', 0)} | {c.get('still_failing', 0)} | "
+        f"{c.get('abandoned', 0)} |"
+        for error_type, c in sorted(summary.get("by_error_type", {}).items())
+    ]
     if summary.get("files_reprocessed"):
         lines += ["", f"Bronze files to reprocess: {len(summary['files_reprocessed'])}"]
     left_out = (summary.get("needs_fix") or {}).get("count", 0)

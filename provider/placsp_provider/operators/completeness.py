@@ -109,5 +109,4 @@ class PlacspCompletenessOperator(BaseOperator):
 def previous_month(context: Context) -> date:
     """The month before the run's logical date (a manual run may have none: then today's)."""
     when: datetime = context.get("logical_date") or context.get("data_interval_end") or datetime.now(UTC)
-    last_day = when.astimezone(UTC).date().replace(day=1) - timedelta(days=1)
-    return last_day.replace(day=1)
+    return (when.astimezone(UTC).date().replace(day=1) - timedelta(days=1)).replace(day=1)

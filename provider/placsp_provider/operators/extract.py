@@ -99,8 +99,7 @@ class PlacspExtractOperator(BaseOperator):
             self.log.error("extraction failed: %s", err)
             raise PlacspError(str(err)) from None
         summary = manifest.summary()
-        summary["manifest"] = str(manifest_path(lake, ds.key, start, end))
-        summary["lake"] = str(lake)
+        summary |= {"manifest": str(manifest_path(lake, ds.key, start, end)), "lake": str(lake)}
         if summary["not_well_formed"]:
             self.log.warning(
                 "dataset %s: %d page(s) are not well-formed; landed for quarantine: %s",
@@ -120,7 +119,8 @@ class PlacspExtractOperator(BaseOperator):
         return extract.on_complete(self, self._summary)
 
     def get_openlineage_facets_on_failure(self, task_instance: Any) -> OperatorLineage:
-        return extract.on_failure(self)
+        # A failed extraction wrote no manifest; pages it landed are reported by the run that succeeds.
+        return extract.on_start(self)
 
     def _overlap(self, default: timedelta) -> timedelta:
         if self.overlap is not None:

@@ -48,8 +48,7 @@ class PlacspMaintainOperator(SparkSubmitOperator):
         application: str | None = None,
         **kwargs: Any,
     ) -> None:
-        unknown = sorted(set(tables or ()) - set(LAKE_TABLES))
-        if unknown:
+        if unknown := sorted(set(tables or ()) - set(LAKE_TABLES)):
             raise ValueError(f"tables {unknown}: not lake tables; choose among {list(LAKE_TABLES)}")
         # The pool, when set: one spark-submit at a time, with the ingests.
         kwargs = {"name": "placsp-maintain", **spark_pool_args(), **kwargs}
@@ -66,9 +65,8 @@ class PlacspMaintainOperator(SparkSubmitOperator):
     def execute(self, context: Context) -> dict[str, Any]:  # type: ignore[override]
         lake = resolve_lake(self.lake)
         run_id = context["run_id"]
-        self.application_args = ["--lake", str(lake), "--run-id", run_id]
-        for table in self.tables:
-            self.application_args += ["--table", table]
+        tables = [arg for table in self.tables for arg in ("--table", table)]
+        self.application_args = ["--lake", str(lake), "--run-id", run_id, *tables]
         with tempfile.TemporaryDirectory(prefix="placsp-pyfiles-") as tmp:
             self.log.info("lake %s: maintaining %d table(s) on Spark", lake, len(self.tables))
             submit(self, Path(tmp), context, app_name="placsp_maintain")

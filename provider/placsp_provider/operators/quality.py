@@ -80,9 +80,7 @@ class DataContractCheckOperator(BaseOperator):
         super().__init__(**kwargs)
         # Not templated, so checked now (a bad value never reaches a run).
         self.volume_config = VolumeConfig(
-            interval_width=volume_interval_width,
-            min_history_days=volume_min_history_days,
-            severity=volume_severity,
+            interval_width=volume_interval_width, min_history_days=volume_min_history_days, severity=volume_severity
         )
         self.dataset = dataset
         self.tables = tables
@@ -102,19 +100,8 @@ class DataContractCheckOperator(BaseOperator):
                 lake,
             )
             # The keys of `DatasetCheck.summary()`, plus `skipped`.
-            summary = {
-                "dataset": dataset,
-                "run_id": context["run_id"],
-                "passed": True,
-                "rules": 0,
-                "failed_error": [],
-                "failed_warn": [],
-                "failures": [],
-                "volume": None,
-                "rows": {},
-                "recorded": 0,
-                "skipped": True,
-            }
+            summary = {"dataset": dataset, "run_id": context["run_id"], "passed": True, "rules": 0, "failed_error": []}
+            summary |= {"failed_warn": [], "failures": [], "volume": None, "rows": {}, "recorded": 0, "skipped": True}
             context["ti"].xcom_push(key=XCOM_KEY, value=summary)
             return summary
         start = context.get("data_interval_start")
@@ -158,9 +145,8 @@ class DataContractCheckOperator(BaseOperator):
     def get_openlineage_facets_on_complete(self, task_instance: Any) -> OperatorLineage:
         return quality_lineage.on_event(self, self._check)
 
-    def get_openlineage_facets_on_failure(self, task_instance: Any) -> OperatorLineage:
-        # The failing assertions are why the task failed: they go on the FAIL event.
-        return quality_lineage.on_event(self, self._check)
+    # The failing assertions are why the task failed: they go on the FAIL event.
+    get_openlineage_facets_on_failure = get_openlineage_facets_on_complete
 
 
 def nothing_to_check(lake: Path, dataset: str, run_id: str) -> bool:

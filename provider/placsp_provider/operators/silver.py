@@ -10,6 +10,9 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseOperator, Context
 
+from placsp_provider.datasets import get_dataset
+from placsp_provider.lake import resolve_lake, run_summary_path
+from placsp_provider.lineage import silver as silver_lineage
 from placsp_provider.operators.links import LineageJobLink, SparkUILink
 from placsp_provider.operators.spark_submit import (
     SPARK_CONN_DEFAULT,
@@ -84,12 +87,10 @@ class PlacspSilverOperator(BaseOperator):
 
     def execute(self, context: Context) -> RunSummary:
         from placsp_provider.bronze.manifest import Manifest
-        from placsp_provider.datasets import get_dataset
         from placsp_provider.ingest.engines import choose_engine, needs_spark
         from placsp_provider.ingest.request import IngestRequest
         from placsp_provider.ingest.run import ingest
         from placsp_provider.ingest.summary import empty_summary, finish
-        from placsp_provider.lake import resolve_lake
 
         ds = get_dataset(self.dataset)
         lake = resolve_lake(self.lake)
@@ -113,8 +114,6 @@ class PlacspSilverOperator(BaseOperator):
         """The Spark job, submitted by the Spark provider's hook; its summary, as the job wrote it."""
         from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 
-        from placsp_provider.lake import run_summary_path
-
         ds, lake = request.dataset, request.lake
         args = ["--dataset", ds.key, "--lake", str(lake), "--run-id", request.run_id, "--engine", engine]
         args += [a for m in request.manifests for a in ("--manifest", str(m))]
@@ -126,8 +125,7 @@ class PlacspSilverOperator(BaseOperator):
             with spark_connection_or_local(self.spark_conn_id, self.log):
                 self._hook = SparkSubmitHook(conn_id=self.spark_conn_id, application_args=args, **kwargs)
                 self._hook.submit(self.application)
-        summary: RunSummary = json.loads(run_summary_path(lake, ds.key, request.run_id).read_text())
-        return summary
+        return json.loads(run_summary_path(lake, ds.key, request.run_id).read_text())
 
     def on_kill(self) -> None:
         if self._hook is not None:
@@ -135,16 +133,10 @@ class PlacspSilverOperator(BaseOperator):
 
     # -- OpenLineage (docs/lineage.md): Bronze in, Silver + dead letters + reconciliation out -------
     def get_openlineage_facets_on_start(self) -> OperatorLineage:
-        from placsp_provider.lineage import silver
-
-        return silver.on_start(self)
+        return silver_lineage.on_start(self)
 
     def get_openlineage_facets_on_complete(self, task_instance: Any) -> OperatorLineage:
-        from placsp_provider.lineage import silver
-
-        return silver.on_complete(self, self._summary, getattr(task_instance, "run_id", None))
+        return silver_lineage.on_complete(self, self._summary, getattr(task_instance, "run_id", None))
 
     def get_openlineage_facets_on_failure(self, task_instance: Any) -> OperatorLineage:
-        from placsp_provider.lineage import silver
-
-        return silver.on_failure(self, getattr(task_instance, "run_id", None))
+        return silver_lineage.on_failure(self, getattr(task_instance, "run_id", None))

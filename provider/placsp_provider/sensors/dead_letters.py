@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from datetime import timedelta
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseSensorOperator, Context, PokeReturnValue
@@ -15,12 +16,11 @@ from placsp_provider.datasets import get_dataset
 from placsp_provider.dead_letters import stats
 from placsp_provider.dead_letters.stats import DeadLetterCounts, DeadLetterQuery, ThresholdCheck
 from placsp_provider.errors import PlacspError
-from placsp_provider.lake import resolve_lake
+from placsp_provider.lake import resolve_lake, run_summary_path
+from placsp_provider.lineage import sensor as sensor_lineage
 from placsp_provider.operators.links import RunbookLink
 
 if TYPE_CHECKING:
-    from pathlib import Path
-
     from airflow.providers.openlineage.extractors import OperatorLineage
 
 XCOM_KEY = "dead_letter_check"
@@ -205,14 +205,10 @@ class DeadLetterThresholdSensor(BaseSensorOperator):
 
     # -- OpenLineage: the dead-letter table in, with the checks and counts as data quality ---------
     def get_openlineage_facets_on_start(self) -> OperatorLineage:
-        from placsp_provider.lineage import sensor
-
-        return sensor.on_start(self)
+        return sensor_lineage.on_start(self)
 
     def get_openlineage_facets_on_complete(self, task_instance: Any) -> OperatorLineage:
-        from placsp_provider.lineage import sensor
-
-        return sensor.on_complete(self, self._checks, self._counts)
+        return sensor_lineage.on_complete(self, self._checks, self._counts)
 
     # A threshold that failed is the reason the task failed: its assertion goes on the FAIL event.
     get_openlineage_facets_on_failure = get_openlineage_facets_on_complete
@@ -221,4 +217,4 @@ class DeadLetterThresholdSensor(BaseSensorOperator):
 def _summary_file(query: DeadLetterQuery) -> Path:
     """The Silver run summary a scope `run` check waits for."""
     assert query.dataset is not None and query.run_id is not None
-    return stats.summary_file(query.lake, query.dataset, query.run_id)
+    return run_summary_path(Path(query.lake), query.dataset, query.run_id)

@@ -162,14 +162,8 @@ def build(force: bool = False) -> Path | None:
 
 
 def _run(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "placsp_provider.spark.class_archive", *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
+    command = [sys.executable, "-m", "placsp_provider.spark.class_archive", *args]
+    return subprocess.run(command, env=env, capture_output=True, text=True, timeout=600, check=False)
 
 
 def _tail(result: subprocess.CompletedProcess[str]) -> str:

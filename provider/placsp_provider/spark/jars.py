@@ -42,8 +42,7 @@ def jar_paths(directory: Path | None = None) -> list[Path]:
     """The pinned jars; raise with the command to run when any is missing."""
     folder = directory or jar_dir()
     paths = [folder / jar_file_name(c, v) for c, v in SPARK_PACKAGES.items()]
-    missing = [p.name for p in paths if not p.is_file()]
-    if missing:
+    if missing := [p.name for p in paths if not p.is_file()]:
         raise FileNotFoundError(
             f"Spark jars missing from {folder}: {', '.join(missing)}; run "
             f"`python -m placsp_provider.spark.jars fetch` (make does it for you)"
@@ -65,18 +64,8 @@ def fetch(directory: Path | None = None) -> list[Path]:
         noop = Path(tmp) / "noop.py"
         noop.write_text("")
         spark_submit = shutil.which("spark-submit", path=str(Path(sys.executable).parent)) or "spark-submit"
-        cmd = [
-            spark_submit,
-            "--master",
-            "local[1]",
-            "--packages",
-            coords,
-            "--conf",
-            f"spark.jars.ivy={ivy}",
-            "--conf",
-            "spark.ui.enabled=false",
-            str(noop),
-        ]
+        cmd = [spark_submit, "--master", "local[1]", "--packages", coords, "--conf", f"spark.jars.ivy={ivy}"]
+        cmd += ["--conf", "spark.ui.enabled=false", str(noop)]
         result = subprocess.run(cmd, capture_output=True, text=True, env=spark_env())
     if result.returncode != 0:
         tail = "\n".join(result.stderr.splitlines()[-15:])

@@ -269,10 +269,7 @@ def _merge_records(
     from placsp_provider.ingest.engines import row_writer
     from placsp_provider.parser.silver_schema import SCHEMAS
 
-    sizes: Counter[str] = Counter()
-    for r in reparsed:
-        for table, n in (r["rows"] or {}).items():
-            sizes[table] += n
+    sizes = sum((Counter(r["rows"] or {}) for r in reparsed), Counter[str]())
     keys = {r["staged_key"] for r in reparsed if r["staged_key"]}
 
     def read_staged(table: str) -> Any:

@@ -55,8 +55,7 @@ def driver_conf() -> dict[str, str]:
     """What the driver JVM is started with, by `get_session` or by spark-submit (the operators, where
     their own `conf` or `driver_memory` wins)."""
     conf = {"spark.driver.memory": os.environ.get("PLACSP_SPARK_DRIVER_MEMORY", DEFAULT_DRIVER_MEMORY)}
-    options = driver_java_options()
-    if options:
+    if options := driver_java_options():
         conf["spark.driver.extraJavaOptions"] = options
     return conf
 

@@ -67,6 +67,11 @@ def _delta(spark: SparkSession, lake: Path, table: str) -> Any:
     return DeltaTable.forPath(spark, str(table_path(lake, table)))
 
 
+def _merge(target: Any, source: DataFrame, keys: tuple[str, ...], dataset: str) -> Any:
+    """A MERGE of `source` (alias `s`) into the Delta table `target` (`t`) on `keys`, within `dataset`."""
+    return target.alias("t").merge(source.alias("s"), rules.on(keys, dataset))
+
+
 def _conform(df: DataFrame, table: str) -> DataFrame:
     """Columns in the table's order and types (so MERGE ... InsertAll never guesses)."""
     from pyspark.sql import functions as F
@@ -121,10 +126,8 @@ def merge_silver(
         return metrics
     target = _delta(spark, lake, "entries")
 
-    best = winners(rows["entries"]).withColumns(stamp)
-    best = best.withColumn("deleted_at", F.lit(None).cast("timestamp")).withColumn(
-        "deletion_type", F.lit(None).cast("string")
-    )
+    unset = {"deleted_at": F.lit(None).cast("timestamp"), "deletion_type": F.lit(None).cast("string")}
+    best = winners(rows["entries"]).withColumns(stamp).withColumns(unset)
     # Which batch versions are at least as great as what Silver holds (rules.is_eligible): their
     # children are the truth. The very version Silver holds is eligible again (a rerun, or recovery
     # from a run that died between MERGEs); a lesser one loses everywhere, as it does in `entries`, so
@@ -162,20 +165,12 @@ def merge_silver(
     )
 
     def merge_entries() -> dict[str, int]:
-        return _execute(
-            target.alias("t")
-            .merge(_conform(best, "entries").alias("s"), rules.on(BUSINESS_KEYS["entries"], dataset))
-            .whenMatchedUpdateAll(condition=rules.ENTRY_REPLACES)
-            .whenNotMatchedInsertAll(),
-        )
+        merge = _merge(target, _conform(best, "entries"), BUSINESS_KEYS["entries"], dataset)
+        return _execute(merge.whenMatchedUpdateAll(condition=rules.ENTRY_REPLACES).whenNotMatchedInsertAll())
 
     def delete_children(table: str) -> int:
-        return _execute(
-            _delta(spark, lake, table)
-            .alias("t")
-            .merge(eligible.alias("s"), rules.on(("entry_id",), dataset))
-            .whenMatchedDelete(condition=rules.CHILD_IS_OLDER),
-        )["deleted"]
+        merge = _merge(_delta(spark, lake, table), eligible, ("entry_id",), dataset)
+        return _execute(merge.whenMatchedDelete(condition=rules.CHILD_IS_OLDER))["deleted"]
 
     def insert_children(table: str) -> dict[str, int]:
         if not todo["eligible"] or _known_empty(sizes, table):
@@ -195,10 +190,7 @@ def merge_silver(
         if repeated_versions != 0:
             fresh = fresh.dropDuplicates(list(keys))
         return _execute(
-            _delta(spark, lake, table)
-            .alias("t")
-            .merge(_conform(fresh, table).alias("s"), rules.on(keys, dataset))
-            .whenNotMatchedInsertAll(),
+            _merge(_delta(spark, lake, table), _conform(fresh, table), keys, dataset).whenNotMatchedInsertAll()
         )
 
     # Every write below is to its own table and decided by `eligible` (checkpointed above), so they run
@@ -266,14 +258,9 @@ def _insert_tombstones(
     if _known_empty(sizes, "tombstones"):
         return nothing_changed()
     keys = BUSINESS_KEYS["tombstones"]
-    fresh = greatest(batch, keys, rules.TOMBSTONE_ORDER).withColumns(stamp)
-    return _execute(
-        _delta(spark, lake, "tombstones")
-        .alias("t")
-        .merge(_conform(fresh, "tombstones").alias("s"), rules.on(keys, dataset))
-        .whenMatchedUpdateAll(condition=rules.TOMBSTONE_REPLACES)
-        .whenNotMatchedInsertAll(),
-    )
+    fresh = _conform(greatest(batch, keys, rules.TOMBSTONE_ORDER).withColumns(stamp), "tombstones")
+    merge = _merge(_delta(spark, lake, "tombstones"), fresh, keys, dataset)
+    return _execute(merge.whenMatchedUpdateAll(condition=rules.TOMBSTONE_REPLACES).whenNotMatchedInsertAll())
 
 
 def _apply_tombstones(
@@ -315,32 +302,20 @@ def _apply_tombstones(
     due = latest.alias("s").join(current.alias("t"), "entry_id").where(applies)
     if not due.take(1):
         return 0
-    applied = _execute(
-        entries.alias("t")
-        .merge(latest.alias("s"), rules.on(("entry_id",), dataset))
-        .whenMatchedUpdate(condition=applies, set={"deleted_at": "s.deleted_at", "deletion_type": "s.deletion_type"}),
-    )
-    return applied["updated"]
+    merge = _merge(entries, latest, ("entry_id",), dataset)
+    applied = {"deleted_at": "s.deleted_at", "deletion_type": "s.deletion_type"}
+    return _execute(merge.whenMatchedUpdate(condition=applies, set=applied))["updated"]
 
 
 def insert_only(
     spark: SparkSession, lake: Path, table: str, dataset: str, df: DataFrame, keys: tuple[str, ...]
 ) -> dict[str, int]:
-    return _execute(
-        _delta(spark, lake, table)
-        .alias("t")
-        .merge(_conform(df, table).dropDuplicates(list(keys)).alias("s"), rules.on(keys, dataset))
-        .whenNotMatchedInsertAll(),
-    )
+    fresh = _conform(df, table).dropDuplicates(list(keys))
+    return _execute(_merge(_delta(spark, lake, table), fresh, keys, dataset).whenNotMatchedInsertAll())
 
 
 def record_reconciliation(spark: SparkSession, lake: Path, dataset: str, df: DataFrame) -> dict[str, int]:
     """One row per Bronze file, its latest outcome: a reprocessed file that now adds up turns from
     quarantined to reconciled; an identical rerun changes nothing."""
-    return _execute(
-        _delta(spark, lake, "reconciliation")
-        .alias("t")
-        .merge(_conform(df, "reconciliation").alias("s"), rules.on(("source_file",), dataset))
-        .whenMatchedUpdateAll(condition=rules.RECONCILIATION_CHANGES)
-        .whenNotMatchedInsertAll(),
-    )
+    merge = _merge(_delta(spark, lake, "reconciliation"), _conform(df, "reconciliation"), ("source_file",), dataset)
+    return _execute(merge.whenMatchedUpdateAll(condition=rules.RECONCILIATION_CHANGES).whenNotMatchedInsertAll())

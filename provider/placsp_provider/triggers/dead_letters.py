@@ -20,6 +20,7 @@ defaults; never rename one.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import time
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
@@ -75,21 +76,9 @@ class DeadLetterThresholdTrigger(BaseTrigger):
         self.first_poll_after = float(first_poll_after)
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
-        return (
-            CLASSPATH,
-            {
-                "lake": self.lake,
-                "dataset": self.dataset,
-                "scope": self.scope,
-                "deadline": self.deadline,
-                "run_id": self.run_id,
-                "stages": self.stages,
-                "error_types": self.error_types,
-                "max_count": self.max_count,
-                "poke_interval": self.poke_interval,
-                "first_poll_after": self.first_poll_after,
-            },
-        )
+        # Every keyword argument of `__init__`, as the attribute of that name holds it (module docstring).
+        names = list(inspect.signature(DeadLetterThresholdTrigger.__init__).parameters)[1:]
+        return CLASSPATH, {name: getattr(self, name) for name in names}
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         polls = 0
@@ -139,22 +128,7 @@ class DeadLetterThresholdTrigger(BaseTrigger):
         crossed = self.max_count is not None and counts.total > self.max_count
         return (THRESHOLD_CROSSED if crossed else None), {"counts": counts.to_dict()}
 
-    def _event(
-        self,
-        status: str,
-        polls: int,
-        *,
-        counts: dict[str, Any] | None = None,
-        entries_read: int | None = None,
-        error: str | None = None,
-    ) -> dict[str, Any]:
-        return {
-            "status": status,
-            "dataset": self.dataset,
-            "scope": self.scope,
-            "run_id": self.run_id,
-            "counts": counts,
-            "entries_read": entries_read,
-            "polls": polls,
-            "error": error,
-        }
+    def _event(self, status: str, polls: int, **payload: Any) -> dict[str, Any]:
+        """The event (module docstring); `payload`: `counts`, `entries_read` or `error`, None unless given."""
+        head = {"status": status, "dataset": self.dataset, "scope": self.scope, "run_id": self.run_id}
+        return {**head, "counts": None, "entries_read": None, "polls": polls, "error": None, **payload}
