@@ -35,12 +35,12 @@ COPY --chown=airflow:0 requirements/constraints.txt /opt/placsp/requirements/con
 COPY --chown=airflow:0 docker/check_lock.py /opt/placsp/docker/check_lock.py
 COPY --chown=airflow:0 provider/ /opt/placsp/provider/
 # Every version comes from the lock; naming apache-airflow as well keeps pip from replacing the base
-# image's Airflow. Editable, so the provider finds include/ (the Spark entry script) beside it as in
-# a checkout: /opt/placsp/include, where docker-compose.yaml mounts ./include.
+# image's Airflow. Editable, as in a checkout; the Spark jobs and the data contracts are inside the
+# package, found through it.
 RUN --mount=type=cache,target=/tmp/.cache/pip,uid=50000,gid=0 \
-    pip install -c /opt/placsp/requirements/constraints.txt "apache-airflow==${AIRFLOW_VERSION}" -e /opt/placsp \
+    pip install -c /opt/placsp/requirements/constraints.txt "apache-airflow==${AIRFLOW_VERSION}" -e "/opt/placsp[all]" \
     && python /opt/placsp/docker/check_lock.py /opt/placsp/requirements/constraints.txt \
-        apache-airflow --pyproject /opt/placsp/pyproject.toml
+        apache-airflow --pyproject /opt/placsp/pyproject.toml --extra all
 # The pinned jars (Delta, OpenLineage), resolved now into PLACSP_SPARK_JARS; Ivy's cache stays out
 # of the image. Nothing is downloaded when a task runs.
 RUN --mount=type=cache,target=/opt/placsp/ivy,uid=50000,gid=0 \

@@ -69,7 +69,7 @@ with DAG(
             retry_exponential_backoff=False,
         )
         extract >> silver >> gate
-        # Data contracts (include/contracts) on this run's rows and the whole tables, and the day's
+        # Data contracts (placsp_provider/quality/contracts) on this run's rows and the whole tables, and the day's
         # volume against its Prophet forecast: an `error` rule turns the run red (docs/data-quality.md).
         # Its failure fires the notifier like every task (default_args).
         quality = DataContractCheckOperator(task_id=f"quality_{ds.key}", dataset=ds.key)

@@ -39,16 +39,29 @@ def read_lock(text: str) -> dict[str, str]:
     return lock
 
 
-def project_dependencies(pyproject_text: str) -> list[str]:
-    """Names of the `[project] dependencies` (markers and version ranges dropped)."""
+def project_dependencies(pyproject_text: str, extras: Iterable[str] = ()) -> list[str]:
+    """Names of the `[project] dependencies` and of the named extras' (markers and version ranges
+    dropped); an extra naming the project itself (`all = ["<project>[volume,report]"]`) brings in those."""
     project = tomllib.loads(pyproject_text)["project"]
-    names = []
-    for requirement in project.get("dependencies", []):
-        found = _NAME.match(requirement)
-        if not found:
-            raise ValueError(f"dependency {requirement!r} has no package name")
-        names.append(normalize(found.group(1)))
+    optional = project.get("optional-dependencies", {})
+    names, pending, seen = [_name(r) for r in project.get("dependencies", [])], list(extras), set()
+    while pending:
+        if (extra := pending.pop()) in seen:
+            continue
+        seen.add(extra)
+        for requirement in optional[extra]:
+            if _name(requirement) == normalize(project["name"]):
+                pending += [e.strip() for e in requirement.split("[", 1)[1].split("]", 1)[0].split(",")]
+            else:
+                names.append(_name(requirement))
     return names
+
+
+def _name(requirement: str) -> str:
+    found = _NAME.match(requirement)
+    if not found:
+        raise ValueError(f"dependency {requirement!r} has no package name")
+    return normalize(found.group(1))
 
 
 def installed_version(name: str) -> str | None:
@@ -77,11 +90,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("constraints", type=Path)
     parser.add_argument("--pyproject", type=Path, help="also check every dependency of this project")
+    parser.add_argument("--extra", action="append", default=[], help="and of this extra of it (repeatable)")
     parser.add_argument("names", nargs="*", help="package names to check")
     args = parser.parse_intermixed_args(argv)
     names = list(args.names)
     if args.pyproject:
-        names += project_dependencies(args.pyproject.read_text())
+        names += project_dependencies(args.pyproject.read_text(), args.extra)
     if not names:
         parser.error("name at least one package or give --pyproject")
     problems = mismatches(names, read_lock(args.constraints.read_text()), installed_version)

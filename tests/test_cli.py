@@ -49,6 +49,17 @@ def test_extract_prints_the_manifest_summary_as_json(lake: Path) -> None:
     assert "page 1" in out.stderr  # progress is logged per page
 
 
+def test_extract_takes_its_defaults_from_the_settings_the_operator_reads(monkeypatch: pytest.MonkeyPatch) -> None:
+    from placsp_provider.cli import build_parser
+
+    argv = ["extract", "--dataset", "643", "--since", "2025-08-18", "--until", "2025-08-19", "--lake", "x"]
+    monkeypatch.setenv("PLACSP_MAX_PAGES", "7")
+    monkeypatch.setenv("PLACSP_OVERLAP_HOURS", "1.5")
+    args = build_parser().parse_args(argv)
+    assert (args.max_pages, args.overlap_hours) == (7, 1.5)
+    assert build_parser().parse_args([*argv, "--max-pages", "3"]).max_pages == 3  # a flag still wins
+
+
 def test_errors_are_one_line_without_a_stack_trace(lake: Path) -> None:
     with LoopbackSite({}) as site:
         out = run(

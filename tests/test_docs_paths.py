@@ -5,7 +5,7 @@ What counts as a path (fenced code blocks are commands and examples, not referen
   GitHub resolves it; its `#anchor`, if any, must be one GitHub gives a heading of the target;
 - a token of an inline code span that starts with a top-level folder of the repository
   (`provider/`, `tests/`, `dags/`, `include/`, `benchmarks/`, `docs/`, `schemas/`, `docker/`,
-  `requirements/`, `.ci/`), resolved from the repository root; a glob (`include/contracts/*.odcs.yaml`)
+  `requirements/`, `.ci/`), resolved from the repository root; a glob (`docs/decisions/0*.md`)
   must match a file;
 - a token that names a module or folder of the provider package the way the docs do
   (`spark/routing.py`, `delta_rs/`, `placsp_provider/cli.py`), resolved against

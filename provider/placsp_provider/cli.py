@@ -57,10 +57,10 @@ def build_parser() -> argparse.ArgumentParser:
     ex.add_argument("--lake", required=True, type=Path, help="lake root folder")
     ex.add_argument("--base-url", help="site root (…/sindicacion); default: the live site")
     ex.add_argument("--ca-bundle", help="PEM bundle including the FNMT root CA")
-    ex.add_argument(
-        "--overlap-hours", type=float, default=settings.DEFAULT_OVERLAP_HOURS, help="reach this far before --since"
-    )
-    ex.add_argument("--max-pages", type=int, default=settings.DEFAULT_MAX_PAGES, help="page cap; beyond it, archives")
+    # Defaults read as the operators read them (settings: PLACSP_OVERLAP_HOURS, PLACSP_MAX_PAGES).
+    overlap_hours = settings.overlap().total_seconds() / 3600
+    ex.add_argument("--overlap-hours", type=float, default=overlap_hours, help="reach this far before --since")
+    ex.add_argument("--max-pages", type=int, default=settings.max_pages(), help="page cap; beyond it, archives")
     ex.add_argument(
         "--stop-after-old-pages",
         type=int,
@@ -183,7 +183,7 @@ def _add_quality_commands(sub: Any) -> None:
     ck.add_argument("--lake", required=True, type=Path, help="lake root folder")
     ck.add_argument("--table", action="append", default=[], help="only this table (repeatable); default all")
     ck.add_argument("--run-id", help="scope `run` rules check only this run's rows; default the whole table")
-    ck.add_argument("--contracts", help="folder of <table>.odcs.yaml; default include/contracts")
+    ck.add_argument("--contracts", help="folder of <table>.odcs.yaml; default: the contracts shipped in the package")
     ck.add_argument("--rule", help="with --rows: the rule whose offending rows to list")
     ck.add_argument("--rows", action="store_true", help="list the rows --rule counts as failing")
     ck.add_argument("--limit", type=int, default=50, help="at most this many rows with --rows")
@@ -202,7 +202,7 @@ def _add_quality_commands(sub: Any) -> None:
     rep.add_argument("--dataset", required=True, help="key or syndication id")
     rep.add_argument("--lake", required=True, type=Path, help="lake root folder")
     rep.add_argument("--out", required=True, type=Path, help="the HTML file to write")
-    rep.add_argument("--contracts", help="folder of <table>.odcs.yaml; default include/contracts")
+    rep.add_argument("--contracts", help="folder of <table>.odcs.yaml; default: the contracts shipped in the package")
     rep.set_defaults(func=_cmd_quality_report)
 
 

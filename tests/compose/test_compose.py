@@ -285,7 +285,8 @@ class AirflowImage:
 
 
 def airflow_image(dockerfile: str) -> AirflowImage:
-    editable = [m.group(1) for run in runs(dockerfile) for m in re.finditer(r"\s-e\s+(\S+)", run)]
+    # `-e /opt/placsp` or `-e "/opt/placsp[all]"`: the folder, without quotes and extras.
+    editable = [m.group(1) for run in runs(dockerfile) for m in re.finditer(r"\s-e\s+[\"']?([^\s\"'\[]+)", run)]
     env = env_values(dockerfile)
     return AirflowImage(
         project_root=editable[0].rstrip("/") if editable else "",
@@ -564,7 +565,8 @@ def _pin_problems(pyproject: Doc, lock: Mapping[str, str]) -> list[str]:
     from packaging.requirements import Requirement
 
     problems = []
-    for text in pyproject["project"]["dependencies"]:
+    optional = [r for extra in ("volume", "report") for r in pyproject["project"]["optional-dependencies"][extra]]
+    for text in [*pyproject["project"]["dependencies"], *optional]:
         requirement = Requirement(text)
         locked = lock.get(check_lock.normalize(requirement.name))
         if locked is None or locked not in requirement.specifier:
@@ -1064,6 +1066,10 @@ def test_check_lock_reads_the_projects_dependencies(pyproject: Doc) -> None:
     assert {"apache-airflow", "pyspark", "delta-spark", "apache-airflow-providers-openlineage"} <= set(names)
     assert len(names) == len(pyproject["project"]["dependencies"])
     assert set(names) <= set(read_lock()), "a dependency of pyproject.toml is missing from the lock"
+    # The image installs the `all` extra, which names the project's own `volume` and `report`.
+    with_all = check_lock.project_dependencies(PYPROJECT.read_text(), ["all"])
+    assert set(with_all) - set(names) == {"prophet", "holidays", "matplotlib"}
+    assert set(with_all) <= set(read_lock()), "a dependency of an extra is missing from the lock"
 
 
 def _run_ui_login(tmp_path: Path, **env: str) -> subprocess.CompletedProcess[str]:

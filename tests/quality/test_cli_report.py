@@ -156,6 +156,29 @@ def test_report_is_one_self_contained_page_with_the_chart_and_the_latest_results
     assert "not run" in page  # lots was never checked in this lake
 
 
+def test_without_the_optional_extras_the_volume_check_and_the_chart_step_aside_saying_what_to_install(
+    lake: Path, tmp_path: Path, capsys, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A plain `pip install` has neither Prophet nor matplotlib. Here they are installed, so their
+    absence is made the way Python reports it: a None in `sys.modules` makes `import` raise ImportError."""
+    for module in ("prophet", "prophet.serialize", "matplotlib", "matplotlib.figure"):
+        monkeypatch.setitem(sys.modules, module, None)
+    volume = run(capsys, "volume", "--dataset", "agregadas", "--lake", str(lake), "--day", str(DIP), "--json")
+    assert volume.returncode == 0, volume.stderr  # the dip is not judged: never a false alarm, never a failure
+    check = json.loads(volume.stdout)
+    assert (check["status"], check["reason"]) == (
+        "skipped",
+        "prophet is not installed: pip install 'airflow-provider-placsp[volume]'",
+    )
+    out = tmp_path / "report.html"
+    assert run(capsys, "report", "--dataset", "agregadas", "--lake", str(lake), "--out", str(out)).returncode == 0
+    page = out.read_text()
+    assert "data:image/png" not in page
+    no_chart = "matplotlib is not installed: pip install &#x27;airflow-provider-placsp[report]&#x27;"
+    assert f"<p>No chart: {no_chart}.</p>" in page
+    assert "<td>entries_key_unique</td>" in page  # the rest of the report is there
+
+
 def test_a_column_dropped_from_the_table_is_schema_drift_and_its_rules_say_why(tmp_path: Path) -> None:
     from deltalake import write_deltalake
 

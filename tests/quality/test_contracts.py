@@ -1,4 +1,4 @@
-"""The contracts in include/contracts: valid ODCS, equal to the code's table schemas, and refused with a
+"""The contracts in placsp_provider/quality/contracts: valid ODCS, equal to the code's table schemas, and refused with a
 named error (file, rule id, reason) when they are not usable."""
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from tests.conftest import REPO
 pytestmark = pytest.mark.unit
 
 ODCS_SCHEMA = REPO / "schemas" / "odcs" / "odcs-json-schema-v3.2.0.json"
-CONTRACTS = REPO / "include" / "contracts"
+CONTRACTS = REPO / "provider" / "placsp_provider" / "quality" / "contracts"
 
 
 def test_there_is_one_contract_per_lake_table_and_nothing_else() -> None:

@@ -53,7 +53,7 @@ class PlacspMaintainOperator(SparkSubmitOperator):
         # The pool, when set: one spark-submit at a time, with the ingests.
         kwargs = {"name": "placsp-maintain", **spark_pool_args(), **kwargs}
         super().__init__(
-            application=application or default_application("table_maintenance.py", "maintenance.py"),
+            application=application or default_application("maintenance.py"),
             conn_id=conn_id,
             **kwargs,
         )

@@ -36,7 +36,7 @@ class DataQualityError(PlacspError, AirflowFailException):
 
 
 class DataContractCheckOperator(BaseOperator):
-    """Check one dataset of the lake against the ODCS contracts in `include/contracts` (docs/data-quality.md).
+    """Check one dataset of the lake against its ODCS contracts, shipped in the package (docs/data-quality.md).
 
     Rules of scope `run` check the rows this DAG run wrote (`_ingest_run_id` / `run_id` = the Airflow
     run id), rules of scope `table` the dataset's whole partition. With `volume`, the day of the data
@@ -54,7 +54,7 @@ class DataContractCheckOperator(BaseOperator):
     :param dataset: dataset key or syndication id (templated).
     :param tables: the tables to check; default all seven (templated).
     :param lake: lake root (templated); default `$PLACSP_LAKE`.
-    :param contracts_dir: folder of `<table>.odcs.yaml` (templated); default the checkout's include/contracts.
+    :param contracts_dir: folder of `<table>.odcs.yaml` (templated); default the contracts shipped in the package.
     :param volume: also run the volume check of the data interval's first day.
     :param volume_severity: `warn` (default) or `error` for a volume anomaly.
     :param volume_min_history_days: fewer days of history: the volume check is skipped (logged).

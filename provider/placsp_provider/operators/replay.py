@@ -96,7 +96,7 @@ class DeadLetterReplayOperator(SparkSubmitOperator):
         kwargs.setdefault("name", f"placsp-replay-{dataset}")
         with_spark_task_defaults(kwargs, lake)
         super().__init__(
-            application=application or default_application("dead_letter_replay.py", "replay_job.py"),
+            application=application or default_application("replay_job.py"),
             conn_id=conn_id,
             **kwargs,
         )

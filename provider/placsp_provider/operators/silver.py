@@ -35,7 +35,7 @@ class PlacspSilverOperator(BaseOperator):
     The engine (`ingest.engines`) decides where: a small batch into a lake whose tables exist (what a
     daily run brings: up to `$PLACSP_DELTA_RS_MAX_MB`, default 64 MB of pages) is ingested in the task
     itself, by delta-rs, without a JVM. Otherwise the task submits the Spark job
-    (`include/spark/silver_ingest.py`) through the Spark provider's `SparkSubmitHook`, with the
+    (the package's `spark/silver_job.py`) through the Spark provider's `SparkSubmitHook`, with the
     provider package and the pinned Delta jars: Spark parses, and delta-rs writes in the Spark
     driver up to `$PLACSP_DELTA_RS_WRITE_MAX_MB` (512 MB of pages), Spark's MERGEs above. Either way
     the run summary (`ingest.summary.RunSummary`) goes to XCom.
@@ -79,7 +79,7 @@ class PlacspSilverOperator(BaseOperator):
         self.manifest = manifest
         self.engine = engine
         self.spark_conn_id = conn_id
-        self.application = application or default_application("silver_ingest.py", "silver_job.py")
+        self.application = application or default_application("silver_job.py")
         self.spark_conf = spark_conf
         self.spark_submit_kwargs = spark_submit_kwargs or {}
         self._hook: SparkSubmitHook | None = None

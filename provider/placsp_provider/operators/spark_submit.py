@@ -22,11 +22,10 @@ LOCAL_MASTER = "local[*]"
 _PACKAGE = Path(__file__).resolve().parents[1]  # placsp_provider
 
 
-def default_application(script: str, job_module: str) -> str:
-    """`include/spark/<script>` from a checkout (what the README and docker compose run), else the
-    job module inside the installed package (`spark/<job_module>`), which has the same `main`."""
-    checkout = _PACKAGE.parents[1] / "include" / "spark" / script
-    return str(checkout if checkout.is_file() else _PACKAGE / "spark" / job_module)
+def default_application(job_module: str) -> str:
+    """The job module spark-submit runs (`spark/<job_module>`, whose `__main__` calls its `main`),
+    found through the installed package: the same file from a wheel, an editable install or a checkout."""
+    return str(_PACKAGE / "spark" / job_module)
 
 
 def with_spark_task_defaults(kwargs: dict[str, Any], lake: str | None) -> None:
@@ -49,7 +48,7 @@ def spark_submit_settings(
     `app_name` names the Spark job in lineage), the pinned jars, a minimal environment and the
     package zip for the executors. `conf` adds to (and overrides) the defaults."""
     from placsp_provider.lineage.spark import with_spark_lineage
-    from placsp_provider.spark.jars import jar_paths, spark_env
+    from placsp_provider.spark.jars import ensure_jars, spark_env
     from placsp_provider.spark.session import DELTA_CONF, driver_conf
 
     # Only what spark-submit needs: the hook turns env vars into --conf flags that it logs,
@@ -58,7 +57,7 @@ def spark_submit_settings(
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
     return {
         "conf": with_spark_lineage({**DELTA_CONF, **driver_conf(), **(conf or {})}, context, app_name=app_name),
-        "jars": ",".join(str(p) for p in jar_paths()),
+        "jars": ",".join(str(p) for p in ensure_jars()),
         "env_vars": env,
         "py_files": package_zip(workdir),
     }

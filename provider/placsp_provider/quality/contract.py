@@ -1,6 +1,6 @@
 """ODCS data contracts: load, validate, and turn into typed rules (docs/data-quality.md).
 
-A contract is one YAML file per lake table, `include/contracts/<table>.odcs.yaml`, in the Open Data
+A contract is one YAML file per lake table, `quality/contracts/<table>.odcs.yaml`, in the Open Data
 Contract Standard (ODCS) 3.x. It is checked in three steps, each failing with a `ContractError` that
 names the file, the rule (when there is one) and the reason:
 
@@ -24,7 +24,6 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-import placsp_provider
 from placsp_provider.errors import ConfigError, PlacspError
 from placsp_provider.lake import LAKE_TABLES
 
@@ -151,8 +150,9 @@ class Contract:
 
 # -- where contracts live ---------------------------------------------------------------------------
 def default_contracts_dir() -> Path:
-    """`include/contracts` of the checkout the package runs from (as `include/spark` for the jobs)."""
-    return Path(placsp_provider.__file__).resolve().parents[2] / "include" / "contracts"
+    """The contracts shipped inside the package (`placsp_provider/quality/contracts`, package data of
+    the wheel): found through the installed package, never a checkout path."""
+    return Path(__file__).resolve().parent / "contracts"
 
 
 def contract_path(table: str, directory: Path | str | None = None) -> Path:

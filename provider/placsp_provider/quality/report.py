@@ -14,6 +14,7 @@ from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from placsp_provider import extras
 from placsp_provider.bronze.landing import write_text_atomically
 from placsp_provider.quality.contract import CONTRACT_TABLES, load_contracts
 from placsp_provider.quality.engine import SCHEMA_RULE_SUFFIX
@@ -31,7 +32,8 @@ def build_report(lake: str | Path, dataset: str, *, contracts_dir: str | None = 
     days = _chart_days(counts)
     band = forecast_band(lake, dataset, days) if days else []
     anomalies = [(d, counts.get(d, 0)) for d, lo, _, hi in band if is_anomaly(counts.get(d, 0), lo, hi)]
-    chart = _chart(dataset, days, counts, band, anomalies) if days else None
+    no_chart = extras.missing("matplotlib", "report")
+    chart = _chart(dataset, days, counts, band, anomalies) if days and not no_chart else None
     model = model_path(lake, dataset)
     rows = []
     for contract in contracts:
@@ -45,6 +47,8 @@ def build_report(lake: str | Path, dataset: str, *, contracts_dir: str | None = 
         f'<img alt="daily entries of {html.escape(dataset)} with the forecast interval" '
         f'src="data:image/png;base64,{chart}">'
         if chart
+        else f"<p>No chart: {html.escape(no_chart)}.</p>"
+        if no_chart and days
         else "<p>No entries in Silver for this dataset yet.</p>"
     )
     model_note = (

@@ -23,6 +23,7 @@ from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from placsp_provider import extras
 from placsp_provider.bronze.landing import write_text_atomically
 from placsp_provider.errors import ConfigError, PlacspError
 from placsp_provider.lake import volume_model_path
@@ -193,6 +194,9 @@ def check_day(
     if len(series) < config.min_history_days:
         reason = f"{len(series)} day(s) of history before {day}, fewer than min_history_days {config.min_history_days}"
         return VolumeCheck(status="skipped", reason=reason, **common)
+    if missing := extras.missing("prophet", "volume"):
+        log.warning("dataset %s: volume check skipped: %s", dataset, missing)
+        return VolumeCheck(status="skipped", reason=missing, **common)
     path = model_path(lake, dataset)
     stored = _load(path, config, day)
     refitted = stored is None
@@ -274,7 +278,7 @@ def _fit(series: list[tuple[date, int]], config: VolumeConfig, dataset: str) -> 
 def forecast_band(lake: str | Path, dataset: str, days: list[date]) -> list[tuple[date, float, float, float]]:
     """(day, lower, predicted, upper) of the stored model over `days` (for the report's chart)."""
     path = model_path(lake, dataset)
-    if not path.is_file() or not days:
+    if not path.is_file() or not days or extras.missing("prophet", "volume"):
         return []
     return _predict(json.loads(path.read_text(encoding="utf-8"))["model"], days)
 

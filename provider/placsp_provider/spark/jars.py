@@ -2,17 +2,22 @@
 
 `python -m placsp_provider.spark.jars fetch` resolves them with Spark's own Ivy (so no other
 tool is needed), then copies just these jars into the cache folder; later runs put those files on
-`spark.jars` and never touch the network. Set PLACSP_SPARK_JARS to use another folder.
+`spark.jars` and never touch the network. The first Spark start without them fetches them itself
+(`ensure_jars`, saying so in the log); an image build pre-fetches them with that command. The folder
+is `$PLACSP_SPARK_JARS`, else `.cache/spark-jars` of a checkout, else `~/.cache/placsp/spark-jars`.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+from placsp_provider.errors import ConfigError
 
 # delta-spark's jar must match the pip package (4.4.0); 4.4.1 is on PyPI but not on Maven Central.
 SPARK_PACKAGES: dict[str, str] = {
@@ -21,15 +26,18 @@ SPARK_PACKAGES: dict[str, str] = {
     "io.openlineage:openlineage-spark_2.13": "1.53.0",
 }
 JARS_ENV = "PLACSP_SPARK_JARS"
+PREFETCH = "python -m placsp_provider.spark.jars fetch"
+
+log = logging.getLogger(__name__)
 
 
 def jar_dir() -> Path:
     value = os.environ.get(JARS_ENV)
     if value:
         return Path(value).expanduser().resolve()
-    for parent in Path(__file__).resolve().parents:
-        if (parent / "pyproject.toml").is_file():
-            return parent / ".cache" / "spark-jars"
+    checkout = Path(__file__).resolve().parents[3]  # <checkout>/provider/placsp_provider/spark/jars.py
+    if (checkout / "pyproject.toml").is_file() and (checkout / "provider" / "placsp_provider").is_dir():
+        return checkout / ".cache" / "spark-jars"
     return Path.home() / ".cache" / "placsp" / "spark-jars"
 
 
@@ -44,10 +52,25 @@ def jar_paths(directory: Path | None = None) -> list[Path]:
     paths = [folder / jar_file_name(c, v) for c, v in SPARK_PACKAGES.items()]
     if missing := [p.name for p in paths if not p.is_file()]:
         raise FileNotFoundError(
-            f"Spark jars missing from {folder}: {', '.join(missing)}; run "
-            f"`python -m placsp_provider.spark.jars fetch` (make does it for you)"
+            f"Spark jars missing from {folder}: {', '.join(missing)}; run `{PREFETCH}` (make does it for you)"
         )
     return paths
+
+
+def ensure_jars() -> list[Path]:
+    """The pinned jars, fetched now when missing (the first Spark start of an installed provider)."""
+    try:
+        return jar_paths()
+    except FileNotFoundError as missing:
+        folder = jar_dir()
+        log.warning("%s; fetching them once from Maven Central (an image build runs `%s`)", missing, PREFETCH)
+        try:
+            return fetch(folder)
+        except (OSError, RuntimeError) as failed:
+            raise ConfigError(
+                f"Spark jars missing from {folder} and not fetched from Maven Central ({failed}); "
+                f"run `{PREFETCH}` where the network allows it, or set {JARS_ENV} to a folder holding them"
+            ) from failed
 
 
 def fetch(directory: Path | None = None) -> list[Path]:

@@ -92,7 +92,7 @@ def data_files(path: Path) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """spark-submit entry (include/spark/table_maintenance.py, PlacspMaintainOperator): maintain the
+    """spark-submit entry (this file, from PlacspMaintainOperator): maintain the
     tables, then write what was done where the operator reads it (`--run-id`)."""
     parser = argparse.ArgumentParser(description="PLACSP table maintenance (Spark job): OPTIMIZE, then VACUUM")
     parser.add_argument("--lake", required=True, type=Path)

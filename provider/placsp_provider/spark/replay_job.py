@@ -1,6 +1,6 @@
 """Replay dead letters into Silver once their cause is fixed: the same parse, the same MERGE, once.
 
-Runs under spark-submit (include/spark/dead_letter_replay.py, from DeadLetterReplayOperator), from
+Runs under spark-submit (this file, from DeadLetterReplayOperator), from
 the CLI (`placsp dead-letters replay`) and in tests, always through `run_replay`. Never imports Airflow.
 
 What is selected: dead letters of one dataset with status `quarantined` or `fixed` (a person

@@ -11,7 +11,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 from placsp_provider.spark.class_archive import archive_options
-from placsp_provider.spark.jars import jar_paths, spark_env
+from placsp_provider.spark.jars import ensure_jars, spark_env
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -67,7 +67,7 @@ def local_conf(cores: str = "*") -> dict[str, str]:
         "spark.ui.showConsoleProgress": "false",
         "spark.sql.shuffle.partitions": "4",
         "spark.default.parallelism": "4",
-        "spark.jars": ",".join(str(p) for p in jar_paths()),
+        "spark.jars": ",".join(str(p) for p in ensure_jars()),
         **driver_conf(),
     }
 

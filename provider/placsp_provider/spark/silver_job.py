@@ -1,6 +1,6 @@
 """The Spark engine's parts (ingest.engines): `SparkParser`, pages parsed by Spark's tasks, and
 `SparkWriter`, a staged batch written by Spark's Delta MERGEs (`silver_merge`); and `main`, the
-spark-submit entry (include/spark/silver_ingest.py, from the Silver operator), which runs the one
+spark-submit entry (this file, from the Silver operator), which runs the one
 `ingest.run.ingest` with its session. Never imports Airflow.
 """
 
