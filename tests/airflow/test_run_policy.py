@@ -48,6 +48,36 @@ def test_retry_policy_fails_config_errors_and_keeps_retries_for_the_rest() -> No
     assert type(policy).deserialize(policy.serialize()).evaluate(ConfigError("x"), 1, 4).action is RetryAction.FAIL
 
 
+def test_extract_and_completeness_fail_a_bad_connection_as_a_config_error_that_is_not_retried(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The operators log the reason and re-raise the error itself: a ConfigError stays one, so the
+    retry policy fails it at once instead of retrying a connection that cannot work."""
+    import json
+    from datetime import UTC, datetime
+
+    from airflow.sdk import RetryAction
+
+    from placsp_provider.errors import ConfigError
+    from placsp_provider.operators.completeness import PlacspCompletenessOperator
+    from placsp_provider.operators.extract import PlacspExtractOperator
+    from placsp_provider.run_policy import retry_policy
+
+    bad = {"conn_type": "placsp", "host": "http://127.0.0.1:9/sindicacion", "extra": {"max_retries": -1}}
+    monkeypatch.setenv("AIRFLOW_CONN_PLACSP_BAD", json.dumps(bad))
+    start = datetime(2022, 1, 3, tzinfo=UTC)
+    context = {"run_id": "r1", "data_interval_start": start, "data_interval_end": start + timedelta(days=1)}
+    common = {"dataset": "agregadas", "lake": str(tmp_path), "placsp_conn_id": "placsp_bad"}
+    operators = [
+        PlacspExtractOperator(task_id="extract", **common),
+        PlacspCompletenessOperator(task_id="completeness", month="2022-01", **common),
+    ]
+    for operator in operators:
+        with pytest.raises(ConfigError, match="max_retries must be >= 0, got -1") as raised:
+            operator.execute(context)  # type: ignore[arg-type]
+        assert retry_policy().evaluate(raised.value, 1, 4).action is RetryAction.FAIL, operator.task_id
+
+
 def test_daily_dag_has_a_configurable_deadline_alert_through_the_notifier(monkeypatch: pytest.MonkeyPatch) -> None:
     from airflow.sdk import AsyncCallback, DeadlineReference
 

@@ -69,7 +69,7 @@ class PlacspCompletenessOperator(BaseOperator):
                 report = check_month(client, request)
         except PlacspError as err:
             self.log.error("completeness check failed: %s", err)
-            raise PlacspError(str(err)) from None
+            raise err.with_traceback(None) from None  # its class kept: a ConfigError is not retried
         summary = report.summary()
         summary["lake"] = str(lake)
         summary["manifest_path"] = str(lake / report.manifest) if report.recovered and report.manifest else None

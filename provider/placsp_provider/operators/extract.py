@@ -97,7 +97,7 @@ class PlacspExtractOperator(BaseOperator):
         except PlacspError as err:
             # The reason first, in one line; Airflow prints the (short) traceback after it.
             self.log.error("extraction failed: %s", err)
-            raise PlacspError(str(err)) from None
+            raise err.with_traceback(None) from None  # its class kept: a ConfigError is not retried
         summary = manifest.summary()
         summary |= {"manifest": str(manifest_path(lake, ds.key, start, end)), "lake": str(lake)}
         if summary["not_well_formed"]:
