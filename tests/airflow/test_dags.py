@@ -106,7 +106,7 @@ def test_maintenance_dag_runs_weekly_at_noon_on_sunday_and_triggers_no_consumer(
     assert isinstance(task, PlacspMaintainOperator) and task.task_id == "optimize_and_vacuum"
     # Twelve hours from the daily run's start (00:00 UTC), so the two do not commit at once.
     assert dag.timetable.expression == "0 12 * * 0" and dag.max_active_runs == 1 and not dag.catchup
-    assert task.retries == 2 and task.application.endswith("table_maintenance.py")
+    assert task.retries == 2 and task.application.endswith("placsp_provider/spark/maintenance.py")
     assert not task.outlets  # the rows do not change: placsp_silver_entries_export must not rerun
     assert task.tables == ("entries", "lots", "documents", "results", "tombstones", "dead_letters", "reconciliation")
     with pytest.raises(ValueError, match=r"tables \['nope'\]: not lake tables"):

@@ -33,7 +33,7 @@ def test_form_values_become_a_typed_request(tmp_path: Path) -> None:
     assert request.stages == ("parse", "validation") and request.error_types == ("invalid_amount",)
     assert (request.since, request.until) == (date(2025, 1, 1), None)
     assert (request.max_records, request.max_attempts, request.dry_run) == (50, 2, True)
-    assert Path(op.application).name == "dead_letter_replay.py" and Path(op.application).is_file()
+    assert Path(op.application).name == "replay_job.py" and Path(op.application).is_file()
 
 
 @pytest.mark.parametrize(
