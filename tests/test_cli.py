@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -17,8 +18,9 @@ pytestmark = pytest.mark.http
 PLACSP = [sys.executable, "-m", "placsp_provider.cli"]
 
 
-def run(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*PLACSP, *args], capture_output=True, text=True, timeout=120)
+def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    environ = {**os.environ, **(env or {})}
+    return subprocess.run([*PLACSP, *args], capture_output=True, text=True, timeout=120, env=environ)
 
 
 def test_extract_prints_the_manifest_summary_as_json(lake: Path) -> None:
@@ -49,15 +51,22 @@ def test_extract_prints_the_manifest_summary_as_json(lake: Path) -> None:
     assert "page 1" in out.stderr  # progress is logged per page
 
 
-def test_extract_takes_its_defaults_from_the_settings_the_operator_reads(monkeypatch: pytest.MonkeyPatch) -> None:
-    from placsp_provider.cli import build_parser
-
-    argv = ["extract", "--dataset", "643", "--since", "2025-08-18", "--until", "2025-08-19", "--lake", "x"]
-    monkeypatch.setenv("PLACSP_MAX_PAGES", "7")
-    monkeypatch.setenv("PLACSP_OVERLAP_HOURS", "1.5")
-    args = build_parser().parse_args(argv)
-    assert (args.max_pages, args.overlap_hours) == (7, 1.5)
-    assert build_parser().parse_args([*argv, "--max-pages", "3"]).max_pages == 3  # a flag still wins
+def test_extract_reads_its_page_cap_and_overlap_as_the_operator_does(lake: Path) -> None:
+    """`placsp extract` takes PLACSP_MAX_PAGES and PLACSP_OVERLAP_HOURS when no flag is given (settings,
+    as the operator): a value that is no number is refused in one line, a flag wins over it, and
+    the other commands do not read it."""
+    interval = ["--dataset", "643", "--since", "2025-08-18", "--until", "2025-08-19", "--lake", str(lake)]
+    with LoopbackSite(demo_routes()) as site:
+        for name in ("PLACSP_MAX_PAGES", "PLACSP_OVERLAP_HOURS"):
+            refused = run("extract", *interval, "--base-url", site.base_url, env={name: "lots"})
+            assert refused.returncode == 2 and refused.stdout == ""
+            assert refused.stderr.strip().splitlines() == [
+                f"placsp extract: error: {name} must be a number, not 'lots'"
+            ]
+        flags = ["--max-pages", "3", "--overlap-hours", "6"]
+        bad = {"PLACSP_MAX_PAGES": "lots", "PLACSP_OVERLAP_HOURS": "lots"}
+        assert run("extract", *interval, "--base-url", site.base_url, *flags, "--json", env=bad).returncode == 0
+    assert run("dead-letters", "stats", "--lake", str(lake), "--json", env=bad).returncode == 0
 
 
 def test_errors_are_one_line_without_a_stack_trace(lake: Path) -> None:

@@ -57,10 +57,9 @@ def build_parser() -> argparse.ArgumentParser:
     ex.add_argument("--lake", required=True, type=Path, help="lake root folder")
     ex.add_argument("--base-url", help="site root (…/sindicacion); default: the live site")
     ex.add_argument("--ca-bundle", help="PEM bundle including the FNMT root CA")
-    # Defaults read as the operators read them (settings: PLACSP_OVERLAP_HOURS, PLACSP_MAX_PAGES).
-    overlap_hours = settings.overlap().total_seconds() / 3600
-    ex.add_argument("--overlap-hours", type=float, default=overlap_hours, help="reach this far before --since")
-    ex.add_argument("--max-pages", type=int, default=settings.max_pages(), help="page cap; beyond it, archives")
+    # Unset: read when the command runs, as the operator reads them (settings; a bad value is one line).
+    ex.add_argument("--overlap-hours", type=float, help="reach back before --since; default $PLACSP_OVERLAP_HOURS or 6")
+    ex.add_argument("--max-pages", type=int, help="page cap; beyond it, archives; default $PLACSP_MAX_PAGES or 300")
     ex.add_argument(
         "--stop-after-old-pages",
         type=int,
@@ -266,8 +265,8 @@ def _cmd_extract(args: argparse.Namespace) -> dict[str, Any]:
         end=args.until,
         lake=args.lake.resolve(),
         run_id=args.run_id,
-        overlap=timedelta(hours=args.overlap_hours),
-        max_pages=args.max_pages,
+        overlap=settings.overlap() if args.overlap_hours is None else timedelta(hours=args.overlap_hours),
+        max_pages=settings.max_pages() if args.max_pages is None else args.max_pages,
         stop_after_old_pages=args.stop_after_old_pages,
     )
     with FeedClient(_client_config(args), ds.key) as client, _progress(not args.json) as tick:

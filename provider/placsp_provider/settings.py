@@ -8,7 +8,11 @@ the same names as flags. Nothing here imports Airflow.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from datetime import timedelta
+from typing import TypeVar
+
+from placsp_provider.errors import ConfigError
 
 # Defaults, once: the operators, the CLI, the request objects and the DAG forms all take them from here.
 DEFAULT_OVERLAP_HOURS = 6.0
@@ -20,13 +24,24 @@ REPLAY_MAX_ATTEMPTS = 3
 
 CONN_ID_DEFAULT = "placsp_default"
 
+N = TypeVar("N", int, float)
+
+
+def _number(name: str, default: N, kind: Callable[[str], N]) -> N:
+    """`$name` as a number, else `default`; a value that is no number is a ConfigError naming it."""
+    value = os.environ.get(name)
+    try:
+        return default if value is None else kind(value)
+    except ValueError:
+        raise ConfigError(f"{name} must be a number, not {value!r}") from None
+
 
 def overlap() -> timedelta:
-    return timedelta(hours=float(os.environ.get("PLACSP_OVERLAP_HOURS", DEFAULT_OVERLAP_HOURS)))
+    return timedelta(hours=_number("PLACSP_OVERLAP_HOURS", DEFAULT_OVERLAP_HOURS, float))
 
 
 def max_pages() -> int:
-    return int(os.environ.get("PLACSP_MAX_PAGES", DEFAULT_MAX_PAGES))
+    return _number("PLACSP_MAX_PAGES", DEFAULT_MAX_PAGES, int)
 
 
 def completeness_schedule() -> str:
@@ -37,7 +52,7 @@ def completeness_schedule() -> str:
 
 def dead_letter_max_ratio() -> float:
     """Dead letters / entries read above which the daily gate trips (default 5%)."""
-    return float(os.environ.get("PLACSP_DEAD_LETTER_MAX_RATIO", "0.05"))
+    return _number("PLACSP_DEAD_LETTER_MAX_RATIO", 0.05, float)
 
 
 def dead_letter_severity() -> str:
@@ -47,15 +62,15 @@ def dead_letter_severity() -> str:
 
 def trigger_settle_seconds() -> float:
     """How long a dead-letter trigger waits before its first look (see DeadLetterThresholdSensor)."""
-    return float(os.environ.get("PLACSP_TRIGGER_SETTLE_SECONDS", 10.0))
+    return _number("PLACSP_TRIGGER_SETTLE_SECONDS", 10.0, float)
 
 
 def daily_deadline() -> timedelta | None:
     """How long after it is queued a `placsp_daily` run may take before its Deadline Alert fires
     (default 6 hours; `0` turns the alert off). Read when the DAG file is parsed."""
-    minutes = float(os.environ.get("PLACSP_DAILY_DEADLINE_MINUTES", "360"))
+    minutes = _number("PLACSP_DAILY_DEADLINE_MINUTES", 360.0, float)
     if minutes < 0:
-        raise ValueError(f"PLACSP_DAILY_DEADLINE_MINUTES must be 0 (off) or a number of minutes, not {minutes}")
+        raise ConfigError(f"PLACSP_DAILY_DEADLINE_MINUTES must be 0 (off) or a number of minutes, not {minutes}")
     return timedelta(minutes=minutes) if minutes else None
 
 
