@@ -49,6 +49,8 @@ def project_dependencies(pyproject_text: str, extras: Iterable[str] = ()) -> lis
         if (extra := pending.pop()) in seen:
             continue
         seen.add(extra)
+        if extra not in optional:
+            raise ValueError(f"extra {extra!r} is not in [project.optional-dependencies] ({', '.join(optional)})")
         for requirement in optional[extra]:
             if _name(requirement) == normalize(project["name"]):
                 pending += [e.strip() for e in requirement.split("[", 1)[1].split("]", 1)[0].split(",")]

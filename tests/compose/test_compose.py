@@ -1070,6 +1070,8 @@ def test_check_lock_reads_the_projects_dependencies(pyproject: Doc) -> None:
     with_all = check_lock.project_dependencies(PYPROJECT.read_text(), ["all"])
     assert set(with_all) - set(names) == {"prophet", "holidays", "matplotlib"}
     assert set(with_all) <= set(read_lock()), "a dependency of an extra is missing from the lock"
+    with pytest.raises(ValueError, match="extra 'volumes' is not in"):
+        check_lock.project_dependencies(PYPROJECT.read_text(), ["volumes"])
 
 
 def _run_ui_login(tmp_path: Path, **env: str) -> subprocess.CompletedProcess[str]:
