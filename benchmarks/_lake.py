@@ -71,8 +71,11 @@ def hash_all(df: Any) -> Any:
 def lake_tables(lake: Path) -> dict[str, Path]:
     """The Delta tables a lake holds so far (Silver, dead letters, reconciliation), by name."""
     from placsp_provider.lake import SILVER_TABLES, table_path
+    from placsp_provider.lake_storage import local_lake
 
-    paths = {t: table_path(lake, t) for t in (*SILVER_TABLES, "dead_letters", "reconciliation")}
+    paths = {
+        t: local_lake(table_path(lake, t), "the benchmarks") for t in (*SILVER_TABLES, "dead_letters", "reconciliation")
+    }
     return {t: path for t, path in paths.items() if (path / "_delta_log").is_dir()}
 
 

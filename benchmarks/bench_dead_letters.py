@@ -12,7 +12,7 @@ Measured, each in a fresh child interpreter (imports not timed; peak RSS is that
 1. The check: `count_dead_letters(lake, dataset=D, stages=[S])`, what a sensor with `stages=` reads:
    partition pruning, file-statistics pruning, a row filter pushed into the Parquet scan, four columns.
 2. The sensor's two scopes: one run (`dataset` + `run_id`) and the backlog (`dataset` + `status`).
-3. Reference: a full scan, every column of every file into Arrow (`table_files.local_files(...).to_table()`),
+3. Reference: a full scan, every column of every file into Arrow (`table_files.table_files(...).to_table()`),
    then the same filter and counts in pyarrow.
 
 The page cache is warm for all (one unmeasured pass of each first); medians of `repeats` runs, in
@@ -246,14 +246,14 @@ def _child_full_scan(payload: dict[str, Any]) -> dict[str, Any]:
     import pyarrow.compute as pc
     from deltalake import DeltaTable
 
-    from placsp_provider.table_files import local_files
+    from placsp_provider.table_files import table_files
 
     selection = payload["selection"]
     baseline = peak_rss_mb()
     t = time.perf_counter()
     path = str((Path(payload["lake"]) / "dead_letters").resolve())
     # the same native filesystem `count` uses (deltalake's default Python one crashes at exit)
-    table = local_files(DeltaTable(path)).to_table()
+    table = table_files(DeltaTable(path)).to_table()
     mask = pc.and_(
         pc.equal(table["dataset"], selection["dataset"]),
         pc.is_in(table["stage"], value_set=pa.array(selection["stages"])),

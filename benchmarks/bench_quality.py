@@ -14,7 +14,7 @@ Measured, each in a fresh child interpreter (imports not timed; peak RSS is that
    task runs: 39 rules and 7 schema rules; dead_letters and reconciliation do not exist here, so their
    rules see empty tables).
 2. Reference: a full scan, every column of every file of the five Silver tables into Arrow
-   (`table_files.local_files(...).to_table()`).
+   (`table_files.table_files(...).to_table()`).
 3. Prophet: a fit on three years of synthetic daily counts (weekly pattern, Spanish holidays) and one
    prediction (`volume.check_day` with no stored model), then the same check reusing the stored model.
 
@@ -224,13 +224,13 @@ def _child_full_scan(payload: dict[str, Any]) -> dict[str, Any]:
     from deltalake import DeltaTable
 
     from placsp_provider.lake import SILVER_TABLES, table_path
-    from placsp_provider.table_files import local_files
+    from placsp_provider.table_files import table_files
 
     t = time.perf_counter()
-    # Every file of every table into Arrow, through Arrow's local filesystem (table_files.local_files):
+    # Every file of every table into Arrow, through Arrow's local filesystem (table_files.table_files):
     # deltalake's own crashes processes at exit.
     lake = Path(payload["lake"])
-    rows = sum(local_files(DeltaTable(str(table_path(lake, n)))).to_table().num_rows for n in SILVER_TABLES)
+    rows = sum(table_files(DeltaTable(str(table_path(lake, n)))).to_table().num_rows for n in SILVER_TABLES)
     return {"seconds": time.perf_counter() - t, "peak_mb": peak_rss_mb(), "rows": rows}
 
 

@@ -10,27 +10,26 @@ Only `airflow.sdk` and the naming helper are imported: DAG files import this at 
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from airflow.sdk import Asset
 
 from placsp_provider.lake import LAKE_TABLES, SILVER_TABLES, resolve_lake
+from placsp_provider.lake_storage import LakePath
 from placsp_provider.lineage.naming import lake_table
 
 
-def lake_asset(table: str, lake: str | Path | None = None) -> Asset:
+def lake_asset(table: str, lake: str | LakePath | None = None) -> Asset:
     """The Asset of one lake table (`entries`, ..., `dead_letters`, `reconciliation`)."""
     name = lake_table(resolve_lake(lake), table)
     return Asset(uri=f"file://{name.name}", group="placsp")
 
 
-def silver_asset(table: str = "entries", lake: str | Path | None = None) -> Asset:
+def silver_asset(table: str = "entries", lake: str | LakePath | None = None) -> Asset:
     if table not in SILVER_TABLES:
         raise ValueError(f"unknown Silver table {table!r}; the tables are {', '.join(SILVER_TABLES)}")
     return lake_asset(table, lake)
 
 
-def ingest_outlets(lake: str | Path | None = None) -> list[Asset]:
+def ingest_outlets(lake: str | LakePath | None = None) -> list[Asset]:
     """What a Silver ingest (daily, backfill) or a replay writes: every Silver table, the dead letters
     and the reconciliation log."""
     return [lake_asset(t, lake) for t in LAKE_TABLES]

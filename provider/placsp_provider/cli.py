@@ -19,8 +19,9 @@ from typing import Any
 from placsp_provider import settings
 from placsp_provider.datasets import get_dataset
 from placsp_provider.dead_letters.stats import count_dead_letters
-from placsp_provider.errors import PlacspError
-from placsp_provider.lake import DEAD_LETTER_TABLE, LAKE_TABLES, bronze_dir, manifest_path, table_path
+from placsp_provider.errors import ConfigError, PlacspError
+from placsp_provider.lake import DEAD_LETTER_TABLE, LAKE_TABLES, bronze_dir, manifest_path, resolve_lake, table_path
+from placsp_provider.lake_storage import LakePath, lake_path
 from placsp_provider.quality.contract import CONTRACT_TABLES
 from placsp_provider.quality.engine import CheckRequest, list_offending_rows
 from placsp_provider.quality.report import write_report
@@ -28,6 +29,20 @@ from placsp_provider.quality.run import check_dataset
 from placsp_provider.quality.volume import VolumeConfig, check_day
 from placsp_provider.spark.session import get_session
 from placsp_provider.untrusted import printable, printable_json, printable_lines
+
+
+def _lake(text: str) -> LakePath:
+    try:
+        return resolve_lake(text)
+    except ConfigError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+
+
+def _lake_file(text: str) -> LakePath:
+    try:
+        return lake_path(text)
+    except ConfigError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
 
 
 def _timestamp(text: str) -> datetime:
@@ -54,7 +69,7 @@ def build_parser() -> argparse.ArgumentParser:
     ex.add_argument("--dataset", required=True, help="key or syndication id: licitaciones/643, agregadas/1044, ...")
     ex.add_argument("--since", required=True, type=_timestamp, help="interval start (ISO; UTC if no offset)")
     ex.add_argument("--until", required=True, type=_timestamp, help="interval end, exclusive")
-    ex.add_argument("--lake", required=True, type=Path, help="lake root folder")
+    ex.add_argument("--lake", required=True, type=_lake, help="lake root: a folder or s3://bucket/prefix")
     ex.add_argument("--base-url", help="site root (…/sindicacion); default: the live site")
     ex.add_argument("--ca-bundle", help="PEM bundle including the FNMT root CA")
     # Unset: read when the command runs, as the operator reads them (settings; a bad value is one line).
@@ -75,9 +90,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="parse the landed pages of one dataset into Silver (delta-rs for a small batch, else Spark local)",
     )
     ing.add_argument("--dataset", required=True, help="key or syndication id")
-    ing.add_argument("--lake", required=True, type=Path, help="lake root folder")
+    ing.add_argument("--lake", required=True, type=_lake, help="lake root: a folder or s3://bucket/prefix")
     ing.add_argument("--run-id", default="", help="recorded on every row and dead letter")
-    ing.add_argument("--manifest", action="append", type=Path, default=[], help="only these manifests")
+    ing.add_argument("--manifest", action="append", type=_lake_file, default=[], help="only these manifests")
     ing.add_argument("--reprocess", action="store_true", help="ingest again files already reconciled")
     ing.add_argument(
         "--engine",
@@ -95,7 +110,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     cp.add_argument("--dataset", required=True, help="key or syndication id")
     cp.add_argument("--month", required=True, help="the month to check, YYYY-MM (must have ended)")
-    cp.add_argument("--lake", required=True, type=Path, help="lake root folder")
+    cp.add_argument("--lake", required=True, type=_lake, help="lake root: a folder or s3://bucket/prefix")
     cp.add_argument("--base-url", help="site root (…/sindicacion); default: the live site")
     cp.add_argument("--ca-bundle", help="PEM bundle including the FNMT root CA")
     cp.add_argument("--run-id", default="", help="recorded in the report and the recovery manifest")
@@ -107,7 +122,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="compact the lake's Delta tables, then delete the files no version of the last 7 days uses "
         "(Spark local; run when no ingest or replay writes)",
     )
-    mt.add_argument("--lake", required=True, type=Path, help="lake root folder")
+    mt.add_argument("--lake", required=True, type=_lake, help="lake root: a folder or s3://bucket/prefix")
     mt.add_argument(
         "--table", action="append", choices=LAKE_TABLES, default=[], help="only this table (repeatable); default: all"
     )
@@ -116,7 +131,7 @@ def build_parser() -> argparse.ArgumentParser:
     dl = sub.add_parser("dead-letters", help="inspect the dead-letter table")
     dl_sub = dl.add_subparsers(dest="dead_letters_command", required=True)
     st = dl_sub.add_parser("stats", help="counts by dataset, stage, error type and status (what the sensor counts)")
-    st.add_argument("--lake", required=True, type=Path, help="lake root folder")
+    st.add_argument("--lake", required=True, type=_lake, help="lake root: a folder or s3://bucket/prefix")
     st.add_argument("--dataset", help="key or syndication id; default: all")
     st.add_argument("--run-id", help="only the dead letters this run inserted")
     st.add_argument("--status", help="quarantined, fixed, replayed or abandoned")
@@ -129,7 +144,7 @@ def build_parser() -> argparse.ArgumentParser:
     rp = dl_sub.add_parser(
         "replay", help="re-parse dead letters (quarantined or fixed) into Silver once the cause is fixed (Spark local)"
     )
-    rp.add_argument("--lake", required=True, type=Path, help="lake root folder")
+    rp.add_argument("--lake", required=True, type=_lake, help="lake root: a folder or s3://bucket/prefix")
     rp.add_argument("--dataset", required=True, help="key or syndication id")
     rp.add_argument("--stage", action="append", default=[], help="parse, validation or reconciliation (repeatable)")
     rp.add_argument("--error-type", action="append", default=[], help="e.g. invalid_amount (repeatable)")
@@ -153,7 +168,7 @@ def build_parser() -> argparse.ArgumentParser:
     sh = dl_sub.add_parser(
         "show", help="print a dead letter's record: the exact bytes the ingest rejected (stdout), what it is (stderr)"
     )
-    sh.add_argument("--lake", required=True, type=Path, help="lake root folder")
+    sh.add_argument("--lake", required=True, type=_lake, help="lake root: a folder or s3://bucket/prefix")
     sh.add_argument("--id", required=True, dest="dead_letter_id", help="the dead_letter_id (64 hex characters)")
     sh.add_argument("--dataset", help="key or syndication id (optional: reads only its partition)")
     sh.add_argument(
@@ -164,7 +179,7 @@ def build_parser() -> argparse.ArgumentParser:
     fx = dl_sub.add_parser(
         "fix", help="write a corrected record into a dead letter and mark it fixed (checked with the parser first)"
     )
-    fx.add_argument("--lake", required=True, type=Path, help="lake root folder")
+    fx.add_argument("--lake", required=True, type=_lake, help="lake root: a folder or s3://bucket/prefix")
     fx.add_argument("--id", required=True, dest="dead_letter_id", help="the dead_letter_id (64 hex characters)")
     fx.add_argument("--file", required=True, type=Path, help="the corrected record, UTF-8 (e.g. edited `show` output)")
     fx.add_argument("--dataset", help="key or syndication id (optional: reads only its partition)")
@@ -179,7 +194,7 @@ def _add_quality_commands(sub: Any) -> None:
     q_sub = q.add_subparsers(dest="quality_command", required=True)
     ck = q_sub.add_parser("check", help="check a dataset against the contracts; exit 1 when an error rule fails")
     ck.add_argument("--dataset", required=True, help="key or syndication id")
-    ck.add_argument("--lake", required=True, type=Path, help="lake root folder")
+    ck.add_argument("--lake", required=True, type=_lake, help="lake root: a folder or s3://bucket/prefix")
     ck.add_argument("--table", action="append", default=[], help="only this table (repeatable); default all")
     ck.add_argument("--run-id", help="scope `run` rules check only this run's rows; default the whole table")
     ck.add_argument("--contracts", help="folder of <table>.odcs.yaml; default: the contracts shipped in the package")
@@ -191,7 +206,7 @@ def _add_quality_commands(sub: Any) -> None:
     ck.set_defaults(func=_cmd_quality_check)
     vo = q_sub.add_parser("volume", help="a day's entry count against its Prophet interval; exit 1 on an anomaly")
     vo.add_argument("--dataset", required=True, help="key or syndication id")
-    vo.add_argument("--lake", required=True, type=Path, help="lake root folder")
+    vo.add_argument("--lake", required=True, type=_lake, help="lake root: a folder or s3://bucket/prefix")
     vo.add_argument("--day", type=_day, help="the day to judge (YYYY-MM-DD); default yesterday (UTC)")
     vo.add_argument("--min-history-days", type=int, default=28, help="fewer days of history: skipped")
     vo.add_argument("--interval-width", type=float, default=0.99, help="Prophet's interval, e.g. 0.99")
@@ -199,14 +214,14 @@ def _add_quality_commands(sub: Any) -> None:
     vo.set_defaults(func=_cmd_quality_volume)
     rep = q_sub.add_parser("report", help="write one self-contained HTML page: rules, results, volume chart")
     rep.add_argument("--dataset", required=True, help="key or syndication id")
-    rep.add_argument("--lake", required=True, type=Path, help="lake root folder")
+    rep.add_argument("--lake", required=True, type=_lake, help="lake root: a folder or s3://bucket/prefix")
     rep.add_argument("--out", required=True, type=Path, help="the HTML file to write")
     rep.add_argument("--contracts", help="folder of <table>.odcs.yaml; default: the contracts shipped in the package")
     rep.set_defaults(func=_cmd_quality_report)
 
 
 def _cmd_quality_check(args: argparse.Namespace) -> dict[str, Any]:
-    dataset, lake = get_dataset(args.dataset).key, args.lake.resolve()
+    dataset, lake = get_dataset(args.dataset).key, args.lake
     tables = tuple(args.table) or CONTRACT_TABLES
     if args.rows:
         if not args.rule:
@@ -241,7 +256,7 @@ def _cmd_quality_check(args: argparse.Namespace) -> dict[str, Any]:
 def _cmd_quality_volume(args: argparse.Namespace) -> dict[str, Any]:
     config = VolumeConfig(interval_width=args.interval_width, min_history_days=args.min_history_days)
     day = args.day or (datetime.now(UTC).date() - timedelta(days=1))
-    check = check_day(args.lake.resolve(), get_dataset(args.dataset).key, day, config)
+    check = check_day(args.lake, get_dataset(args.dataset).key, day, config)
     print(printable_json(check.to_dict(), indent=2) if args.json else printable(check.message()))
     if check.status == "anomaly":
         raise SystemExit(1)
@@ -249,7 +264,7 @@ def _cmd_quality_volume(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _cmd_quality_report(args: argparse.Namespace) -> dict[str, Any]:
-    path = write_report(args.lake.resolve(), get_dataset(args.dataset).key, args.out, contracts_dir=args.contracts)
+    path = write_report(args.lake, get_dataset(args.dataset).key, args.out, contracts_dir=args.contracts)
     print(f"wrote {path}")
     return {}
 
@@ -263,7 +278,7 @@ def _cmd_extract(args: argparse.Namespace) -> dict[str, Any]:
         dataset=ds,
         start=args.since,
         end=args.until,
-        lake=args.lake.resolve(),
+        lake=args.lake,
         run_id=args.run_id,
         overlap=settings.overlap() if args.overlap_hours is None else timedelta(hours=args.overlap_hours),
         max_pages=settings.max_pages() if args.max_pages is None else args.max_pages,
@@ -281,7 +296,7 @@ def _cmd_completeness(args: argparse.Namespace) -> dict[str, Any]:
     from placsp_provider.feed.client import FeedClient
 
     ds = get_dataset(args.dataset)
-    request = CompletenessRequest(ds, parse_month(args.month), args.lake.resolve(), args.run_id)
+    request = CompletenessRequest(ds, parse_month(args.month), args.lake, args.run_id)
     with FeedClient(_client_config(args), ds.key) as client, _progress(not args.json) as tick:
         report = check_month(client, request, progress=tick)
     summary = report.summary()
@@ -312,7 +327,7 @@ def _cmd_ingest(args: argparse.Namespace) -> dict[str, Any]:
     from placsp_provider.ingest.run import ingest
 
     ds = get_dataset(args.dataset)
-    lake = args.lake.resolve()
+    lake = args.lake
     landed = bronze_dir(lake, ds.key)
     if not landed.is_dir():
         raise PlacspError(f"dataset {ds.key}: nothing landed under {landed}; run `placsp extract` first")
@@ -327,7 +342,7 @@ def _cmd_ingest(args: argparse.Namespace) -> dict[str, Any]:
 def _cmd_maintain(args: argparse.Namespace) -> dict[str, Any]:
     from placsp_provider.spark.maintenance import maintain_tables
 
-    lake = args.lake.resolve()
+    lake = args.lake
     if not lake.is_dir():
         raise PlacspError(f"no lake at {lake}")
     print(f"starting Spark (local) to maintain the tables of {lake}...", file=sys.stderr)
@@ -337,7 +352,7 @@ def _cmd_maintain(args: argparse.Namespace) -> dict[str, Any]:
 
 def _cmd_dead_letter_stats(args: argparse.Namespace) -> dict[str, Any]:
     counts = count_dead_letters(
-        args.lake.resolve(),
+        args.lake,
         dataset=get_dataset(args.dataset).key if args.dataset else None,
         run_id=args.run_id,
         status=args.status,
@@ -354,7 +369,7 @@ def _cmd_dead_letter_stats(args: argparse.Namespace) -> dict[str, Any]:
 def _cmd_dead_letter_replay(args: argparse.Namespace) -> dict[str, Any]:
     from placsp_provider.spark.replay_job import ReplayRequest, describe, run_replay
 
-    lake = args.lake.resolve()
+    lake = args.lake
     run_id = _run_id(args, "replay")
     request = ReplayRequest(
         dataset=args.dataset,
@@ -384,7 +399,7 @@ def _cmd_dead_letter_show(args: argparse.Namespace) -> dict[str, Any]:
     from placsp_provider.dead_letters.fix import find_dead_letter
     from placsp_provider.dead_letters.lifecycle import FIXED
 
-    lake = args.lake.resolve()
+    lake = args.lake
     letter = find_dead_letter(lake, args.dead_letter_id, args.dataset)
     data = letter.row["raw_record"].encode("utf-8") if args.text else letter.exact_bytes(lake)
     if data is None:
@@ -410,7 +425,7 @@ def _cmd_dead_letter_fix(args: argparse.Namespace) -> dict[str, Any]:
         data = args.file.read_bytes()
     except OSError as err:
         raise PlacspError(f"cannot read the corrected record {args.file}: {err.strerror or err}") from err
-    letter = fix_record(args.lake.resolve(), args.dead_letter_id, data, args.dataset)
+    letter = fix_record(args.lake, args.dead_letter_id, data, args.dataset)
     print(
         f"{letter.describe()}: the corrected record parses as one {letter.row['record_kind']} and is stored; "
         f"replay it: placsp dead-letters replay --lake {args.lake} --dataset {letter.dataset} "

@@ -9,7 +9,7 @@ kernel matching input types (string, string_view)", from a row filter or a file'
 - a DuckDB scan gets a dataset whose schema says `string_view` for every string (`with_string_views`):
   DuckDB then reads and filters both kinds (tests/spark/test_delta_rs_ingest.py).
 
-Every reader opens a table's files with `local_files`. Nothing here imports pyarrow at module level:
+Every reader opens a table's files with `table_files`. Nothing here imports pyarrow at module level:
 the sensors import this.
 """
 
@@ -51,16 +51,13 @@ def with_string_views(schema: Any) -> Any:
     return pa.schema([f.with_type(view(f.type)) for f in schema], metadata=schema.metadata)
 
 
-def local_files(table: Any, pruning: list[tuple[str, str, Any]] | None = None, schema: Any = None) -> Any:
+def table_files(table: Any, pruning: list[tuple[str, str, Any]] | None = None, schema: Any = None) -> Any:
     """The current files of a `deltalake.DeltaTable` as a pyarrow dataset (pruned by the Delta log's
     partition values when `pruning` is given, e.g. `[("dataset", "=", key)]`), read through Arrow's
-    own local filesystem rooted at the table: deltalake's default one, a Python filesystem Arrow's I/O
-    threads call back into, crashes or hangs processes at interpreter exit (decision 0029). The lake
-    is a local path (docs/architecture.md)."""
-    from urllib.parse import unquote, urlsplit
+    own filesystem rooted at the table (local, or Arrow's S3 client: `lake_storage.arrow_filesystem`):
+    deltalake's default one, a Python filesystem Arrow's I/O threads call back into, crashes or hangs
+    processes at interpreter exit (decision 0029)."""
+    from placsp_provider.lake_storage import arrow_filesystem
 
-    import pyarrow.fs as pafs
-
-    folder = unquote(urlsplit(table.table_uri).path)
-    root = pafs.SubTreeFileSystem(folder, pafs.LocalFileSystem())
+    root = arrow_filesystem(table.table_uri)
     return table.to_pyarrow_dataset(filesystem=root, file_pruning_predicate=pruning or None, schema=schema)

@@ -32,11 +32,11 @@ def test_lake_table_names_are_the_table_paths_the_spark_job_writes(tmp_path: Pat
 
 
 def test_local_names_resolve_symlinks_as_spark_sees_the_resolved_lake(tmp_path: Path) -> None:
-    from placsp_provider.lineage.naming import bronze_file, local_path
+    from placsp_provider.lineage.naming import bronze_file, storage_path
 
     (tmp_path / "real").mkdir()
     (tmp_path / "link").symlink_to(tmp_path / "real")
-    assert local_path(tmp_path / "link" / "x/").name == str((tmp_path / "real" / "x").resolve())
+    assert storage_path(tmp_path / "link" / "x/").name == str((tmp_path / "real" / "x").resolve())
     assert bronze_file(tmp_path / "link", "bronze/a/pages/p.atom").name == str(
         tmp_path.resolve() / "real/bronze/a/pages/p.atom"
     )

@@ -50,12 +50,14 @@ from placsp_provider.feed.page_scan import iter_items, scan_page
 from placsp_provider.feed.prolog import dtd_refusal_file
 from placsp_provider.feed.timestamps import isoformat
 from placsp_provider.lake import (
-    bronze_dir,
     completeness_manifest_path,
     completeness_report_path,
     incoming_dir,
+    manifest_files,
     page_file,
+    relative_path,
 )
+from placsp_provider.lake_storage import LakePath, local_copy
 from placsp_provider.untrusted import printable
 
 log = logging.getLogger(__name__)
@@ -76,7 +78,7 @@ class CompletenessRequest:
 
     dataset: Dataset
     month: date  # the first day of the month
-    lake: Path
+    lake: LakePath
     run_id: str = ""
     today: date | None = None  # which archive holds the month depends on it; tests pin it
 
@@ -232,7 +234,7 @@ def check_month(
             _recover(client, request, url, zip_path, incoming, missing, report)
     report.checked_at = isoformat(datetime.now(UTC))
     path = completeness_report_path(lake, ds.key, request.month)
-    report.report = str(path.relative_to(lake))
+    report.report = relative_path(lake, path)
     if unaccounted:
         report.failure = _unaccounted_message(report, published, in_bronze, unaccounted)
     elif not published:
@@ -310,7 +312,7 @@ def _bronze_keys(request: CompletenessRequest, report: CompletenessReport) -> se
     """Every key of the month in the Bronze pages the manifests list (each file read once)."""
     ds, lake = request.dataset, request.lake
     files: set[str] = set()
-    for manifest_file in sorted((bronze_dir(lake, ds.key) / "manifests").glob("*.json")):
+    for manifest_file in manifest_files(lake, ds.key):
         try:
             manifest = Manifest.load(manifest_file)
         except (OSError, ValueError, TypeError) as err:
@@ -348,16 +350,21 @@ def _key(item: Item) -> Key:
     return (item[0], item[1], isoformat(item[2]))
 
 
-def _page_keys(path: Path, ds: Dataset, request: CompletenessRequest, *, source: str) -> Iterator[Key]:
+def _page_keys(path: LakePath, ds: Dataset, request: CompletenessRequest, *, source: str) -> Iterator[Key]:
     """Keys of the month in one page."""
     for item in _page_items(path, ds, source=source):
         if request.start <= item[2] < request.end:
             yield _key(item)
 
 
-def _page_items(path: Path, ds: Dataset, *, source: str) -> Iterator[Item]:
+def _page_items(lake_file: LakePath, ds: Dataset, *, source: str) -> Iterator[Item]:
     """Every timed record of one page: by the streaming parser (one pass), or the Silver parser's
     record split when the page is not well-formed (only the records it can read count as present)."""
+    with local_copy(lake_file) as path:
+        yield from _file_items(path, ds, source=source)
+
+
+def _file_items(path: Path, ds: Dataset, *, source: str) -> Iterator[Item]:
     if dtd_refusal_file(path) is None:
         try:
             items = list(iter_items(path))
@@ -521,22 +528,22 @@ def _recover(
             except OSError as err:
                 tmp.unlink(missing_ok=True)
                 raise landing_error(ds.key, member_url, final, err) from err
-            relative = str(final.relative_to(lake))
+            rel = relative_path(lake, final)
             # Read back from Bronze, as the next check would: the landed file must hold its keys.
-            recovered_keys.update(_page_keys(final, ds, request, source=relative))
-            if relative not in listed:
+            recovered_keys.update(_page_keys(final, ds, request, source=rel))
+            if rel not in listed:
                 manifest.pages.append(
                     LandedPage.from_scan(
                         scan,
                         url=redact(member_url),
-                        file=relative,
+                        file=rel,
                         size=got.bytes,
                         sha256=got.sha256,
                         source="archive",
                         newly_landed=new,
                     )
                 )
-                listed.add(relative)
+                listed.add(rel)
             report.members_recovered += 1
             log.warning(
                 "dataset %s %s: recovered %s from the archive (%d items the daily runs missed)",
@@ -548,7 +555,7 @@ def _recover(
     manifest.stop_reason = f"completeness check of {report.month}: pages holding items the daily runs missed"
     manifest.extracted_at = isoformat(datetime.now(UTC))
     write_text_atomically(manifest_file, manifest.to_json())
-    report.manifest = str(manifest_file.relative_to(lake))
+    report.manifest = relative_path(lake, manifest_file)
     report.recovered = len(missing)
     still = Counter(key[2][:10] for key in missing if key not in recovered_keys)
     if still:
@@ -559,7 +566,9 @@ def _recover(
         )
 
 
-def _recovery_manifest(path: Path, request: CompletenessRequest, run_id: str, client: FeedClient, url: str) -> Manifest:
+def _recovery_manifest(
+    path: LakePath, request: CompletenessRequest, run_id: str, client: FeedClient, url: str
+) -> Manifest:
     if path.is_file():
         return Manifest.load(path)
     ds = request.dataset

@@ -43,7 +43,8 @@ from placsp_provider.feed.client import Download, FeedClient, redact
 from placsp_provider.feed.page_scan import PageScan, scan_page
 from placsp_provider.feed.timestamps import isoformat
 from placsp_provider.feed.url_policy import origin_of
-from placsp_provider.lake import incoming_dir, manifest_path, page_file
+from placsp_provider.lake import incoming_dir, manifest_path, page_file, relative_path
+from placsp_provider.lake_storage import LakePath
 from placsp_provider.untrusted import printable
 
 log = logging.getLogger(__name__)
@@ -63,7 +64,7 @@ class ExtractRequest:
     dataset: Dataset
     start: datetime
     end: datetime
-    lake: Path
+    lake: LakePath
     run_id: str = ""
     overlap: timedelta = timedelta(hours=settings.DEFAULT_OVERLAP_HOURS)
     max_pages: int = settings.DEFAULT_MAX_PAGES
@@ -168,7 +169,7 @@ def _unexpected(dataset: str, err: BaseException) -> PlacspError:
     return PlacspError(f"dataset {dataset}: extraction failed unexpectedly: {type(err).__name__}: {printable(err)}")
 
 
-def _write_manifest(path: Path, text: str, dataset: str) -> None:
+def _write_manifest(path: LakePath, text: str, dataset: str) -> None:
     """Write the interval's manifest whole or not at all; a disk that refuses it is a named error."""
     try:
         write_text_atomically(path, text)
@@ -178,7 +179,7 @@ def _write_manifest(path: Path, text: str, dataset: str) -> None:
         ) from err
 
 
-def _listed_before(path: Path) -> list[LandedPage]:
+def _listed_before(path: LakePath) -> list[LandedPage]:
     """The pages the interval's manifest lists now (none when there is none, or it is unreadable:
     the list of this run is still better than none)."""
     try:
@@ -237,7 +238,7 @@ class _Waiting:
 
     page: LandedPage
     tmp: Path
-    final: Path
+    final: LakePath
     url: str
 
 
@@ -251,7 +252,7 @@ class _Checkpoint:
     interval listed stay listed.
     """
 
-    def __init__(self, path: Path, manifest: Manifest, request: ExtractRequest) -> None:
+    def __init__(self, path: LakePath, manifest: Manifest, request: ExtractRequest) -> None:
         self.path = path
         self.manifest = manifest
         self.every_seconds = request.checkpoint_seconds
@@ -322,7 +323,7 @@ def _page_json(page: LandedPage) -> str:
     return json.dumps(asdict(page), sort_keys=True, ensure_ascii=False)
 
 
-def landing_error(dataset: str, url: str, final: Path, err: OSError) -> PlacspError:
+def landing_error(dataset: str, url: str, final: LakePath, err: OSError) -> PlacspError:
     return PlacspError(
         f"dataset {dataset}: {redact(url)}: stage landing: could not land the page into {final.parent}: "
         f"{err.strerror or err}; nothing partial was left in Bronze"
@@ -517,8 +518,8 @@ class _Run:
         """Land a page: flushed to disk and listed now, moved into Bronze at the next checkpoint."""
         ds, lake = self.req.dataset, self.req.lake
         final = page_file(lake, ds.key, name, download.sha256)
-        relative = str(final.relative_to(lake))
-        if relative in self.landed:
+        rel = relative_path(lake, final)
+        if rel in self.landed:
             download.path.unlink(missing_ok=True)
             return  # the same bytes reached twice (live chain and archive): count them once
         try:
@@ -530,13 +531,13 @@ class _Run:
         page = LandedPage.from_scan(
             scan,
             url=redact(url),
-            file=relative,
+            file=rel,
             size=download.bytes,
             sha256=download.sha256,
             source=source,
             newly_landed=new,
         )
-        self.landed.add(relative)
+        self.landed.add(rel)
         self.bytes_so_far += download.bytes
         where = counter or f"page {len(self.landed)}"
         message = (

@@ -12,6 +12,8 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
+from placsp_provider.lake_storage import LakePath, is_local, put_new
+
 log = logging.getLogger(__name__)
 
 _LOCK = ".lock"
@@ -20,13 +22,19 @@ _LOCK = ".lock"
 _UNLOCKED_GRACE_SECONDS = 3600
 
 
-def land_atomically(tmp: Path, final: Path, *, synced: bool = False) -> bool:
-    """Move `tmp` to `final` (same filesystem). Return False when identical bytes were already there.
+def land_atomically(tmp: Path, final: LakePath, *, synced: bool = False) -> bool:
+    """Move `tmp` to `final` (a rename on a local lake; a conditional PUT on S3, then `tmp` removed).
+    Return False when identical bytes were already there.
 
     The final name carries the content hash, so an existing file IS the same page: it is never
     rewritten, which is what makes rerunning an interval add nothing. `synced`: the caller already
     made `tmp` durable (`make_durable`), so landing is the rename alone.
     """
+    if not is_local(final):
+        try:
+            return not final.exists() and put_new(final, tmp.read_bytes())
+        finally:
+            tmp.unlink(missing_ok=True)
     final.parent.mkdir(parents=True, exist_ok=True)
     if final.exists():
         tmp.unlink(missing_ok=True)
@@ -43,8 +51,12 @@ def make_durable(path: Path) -> None:
         os.fsync(fh.fileno())
 
 
-def write_text_atomically(path: Path, text: str) -> None:
-    """Replace `path` by `text` whole or not at all; a failed write (a full disk) leaves no temp file."""
+def write_text_atomically(path: LakePath, text: str) -> None:
+    """Replace `path` by `text` whole or not at all; a failed write (a full disk) leaves no temp file.
+    (An S3 PUT is whole or nothing by itself.)"""
+    if not is_local(path):
+        path.write_bytes(text.encode("utf-8"))
+        return
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     try:

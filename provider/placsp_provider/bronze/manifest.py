@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from placsp_provider.lake_storage import LakePath
 
 if TYPE_CHECKING:
     from placsp_provider.feed.page_scan import PageScan
@@ -103,7 +104,7 @@ class Manifest:
         return json.dumps(asdict(self), indent=2, ensure_ascii=False, sort_keys=True)
 
     @classmethod
-    def load(cls, path: Path) -> Manifest:
+    def load(cls, path: LakePath) -> Manifest:
         raw = json.loads(path.read_text(encoding="utf-8"))
         pages = [LandedPage(**p) for p in raw.pop("pages", [])]
         return cls(pages=pages, **raw)

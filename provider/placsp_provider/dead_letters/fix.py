@@ -17,16 +17,16 @@ from __future__ import annotations
 import codecs
 import re
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from placsp_provider.datasets import get_dataset
 from placsp_provider.dead_letters.lifecycle import FIXED, REPLAYED
 from placsp_provider.dead_letters.record_bytes import RECORD_KINDS, escapes_left, legacy_bytes
 from placsp_provider.errors import ConfigError, PlacspError
-from placsp_provider.lake import DEAD_LETTER_TABLE, table_path
+from placsp_provider.lake import DEAD_LETTER_TABLE, resolve_lake, table_path
+from placsp_provider.lake_storage import LakePath
 from placsp_provider.parser.page_split import split_declaration
-from placsp_provider.table_files import local_files, text_equals
+from placsp_provider.table_files import table_files, text_equals
 from placsp_provider.untrusted import printable
 
 _ID = re.compile(r"[0-9a-f]{64}")
@@ -54,7 +54,7 @@ class DeadLetterRecord:
     def dataset(self) -> str:
         return str(self.row["dataset"])
 
-    def exact_bytes(self, lake: Path) -> bytes | None:
+    def exact_bytes(self, lake: LakePath) -> bytes | None:
         """The bytes the ingest rejected: `raw_bytes`, or for a dead letter written before that column
         the bytes `record_bytes.legacy_bytes` can establish; None when nobody can know them."""
         if self.row["raw_bytes"] is not None:
@@ -72,22 +72,22 @@ class DeadLetterRecord:
         )
 
 
-def find_dead_letter(lake: Path, dead_letter_id: str, dataset: str | None = None) -> DeadLetterRecord:
+def find_dead_letter(lake: LakePath, dead_letter_id: str, dataset: str | None = None) -> DeadLetterRecord:
     """The dead letter with this id (in `dataset`'s partition when given; ids are unique across
     datasets); a named error when there is none."""
-    from deltalake import DeltaTable
+    from placsp_provider.lake_storage import open_table
 
     where = f"dataset {get_dataset(dataset).key}" if dataset else "any dataset"
     if not _ID.fullmatch(dead_letter_id):
         raise ConfigError(f"{printable(dead_letter_id, 80)!s} is not a dead_letter_id (64 hex characters)")
-    path = table_path(Path(lake), DEAD_LETTER_TABLE)
+    path = table_path(resolve_lake(lake), DEAD_LETTER_TABLE)
     if not (path / "_delta_log").is_dir():
         raise DeadLetterNotFoundError(f"no dead-letter table under {lake} (is it the lake root?)")
     pruning = [("dataset", "=", get_dataset(dataset).key)] if dataset else None
-    table = DeltaTable(str(path))
+    table = open_table(path)
     present = {f.name for f in table.schema().fields}  # a table of an earlier release lacks raw_bytes
     columns = [c for c in _COLUMNS if c in present]
-    files = local_files(table, pruning)
+    files = table_files(table, pruning)
     rows = files.to_table(columns=columns, filter=text_equals("dead_letter_id", dead_letter_id)).to_pylist()
     if not rows:
         raise DeadLetterNotFoundError(f"no dead letter {dead_letter_id} in {where} of {path}")
@@ -154,25 +154,25 @@ def check_fix(letter: DeadLetterRecord, text: str) -> None:
         )
 
 
-def fix_record(lake: Path, dead_letter_id: str, data: bytes, dataset: str | None = None) -> DeadLetterRecord:
+def fix_record(lake: LakePath, dead_letter_id: str, data: bytes, dataset: str | None = None) -> DeadLetterRecord:
     """Check the corrected record (`data`, a file's bytes), write it into the dead letter's
     `raw_record`, set status `fixed`, and read it back; the dead letter as now committed."""
     letter = find_dead_letter(lake, dead_letter_id, dataset)
     text = corrected_text(data)
     check_fix(letter, text)
-    _write_fix(Path(lake), letter, text)
+    _write_fix(resolve_lake(lake), letter, text)
     stored = find_dead_letter(lake, dead_letter_id, letter.dataset)
     if (stored.row["raw_record"], stored.row["status"]) != (text, FIXED):
         raise PlacspError(f"{letter.describe()}: the record read back differs from the one written")
     return stored
 
 
-def mark_fixed(lake: Path, dataset: str, dead_letter_id: str, raw_record: str) -> None:
+def mark_fixed(lake: LakePath, dataset: str, dead_letter_id: str, raw_record: str) -> None:
     """`fix_record` for a corrected record held as text (the Python form of `placsp dead-letters fix`)."""
-    fix_record(Path(lake), dead_letter_id, raw_record.encode("utf-8"), dataset)
+    fix_record(resolve_lake(lake), dead_letter_id, raw_record.encode("utf-8"), dataset)
 
 
-def _write_fix(lake: Path, letter: DeadLetterRecord, text: str) -> None:
+def _write_fix(lake: LakePath, letter: DeadLetterRecord, text: str) -> None:
     """One MERGE: the record and the status, only if the dead letter still has the status it was read
     with (a replay that moved it since wins, and this says so)."""
     import pyarrow as pa

@@ -21,10 +21,10 @@ import re
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from placsp_provider.dead_letters.lifecycle import FIXED
+from placsp_provider.lake_storage import LakePath
 from placsp_provider.parser.page_parser import TRUNCATED, PageParseResult, parse_record
 from placsp_provider.parser.page_split import split_declaration
 
@@ -60,7 +60,7 @@ def record_to_replay(letter: Mapping[str, Any]) -> RecordToReplay:
     return RecordToReplay(bytes(exact), exact=True)
 
 
-def legacy_bytes(letter: Mapping[str, Any], lake: Path) -> bytes | None:
+def legacy_bytes(letter: Mapping[str, Any], lake: LakePath) -> bytes | None:
     """The exact bytes of a dead letter written before `raw_bytes` existed, or None when they cannot
     be known (the runbook's "Dead letters written before raw_bytes").
 
@@ -81,7 +81,7 @@ def legacy_bytes(letter: Mapping[str, Any], lake: Path) -> bytes | None:
     return None
 
 
-def _from_bronze(letter: Mapping[str, Any], lake: Path, pages: dict[str, Any]) -> bytes | None:
+def _from_bronze(letter: Mapping[str, Any], lake: LakePath, pages: dict[str, Any]) -> bytes | None:
     page = _bronze_page(letter["source_file"], lake, pages)
     if page is None:
         return None
@@ -94,7 +94,7 @@ def _from_bronze(letter: Mapping[str, Any], lake: Path, pages: dict[str, Any]) -
     return None
 
 
-def _bronze_page(source: str, lake: Path, pages: dict[str, Any]) -> Any:
+def _bronze_page(source: str, lake: LakePath, pages: dict[str, Any]) -> Any:
     """(bytes, layout) of a landed page as the ingest read it, or None; read and split once per page."""
     from placsp_provider.feed.prolog import to_utf8
     from placsp_provider.parser import page_split
@@ -112,7 +112,7 @@ def _bronze_page(source: str, lake: Path, pages: dict[str, Any]) -> Any:
     return pages[source]
 
 
-def fill_legacy_bytes(letters: Any, lake: Path) -> tuple[Any, list[str]]:
+def fill_legacy_bytes(letters: Any, lake: LakePath) -> tuple[Any, list[str]]:
     """A replay's selection (Arrow) with `raw_bytes` filled on legacy rows wherever the exact bytes can
     be known, and the rows left out whose record nobody can tell from invented text; their ids are
     returned. For each legacy record-level row:

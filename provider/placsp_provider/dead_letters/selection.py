@@ -7,16 +7,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import UTC, date, datetime, time, timedelta
-from pathlib import Path
 from typing import Any
 
 from placsp_provider.dead_letters.lifecycle import REPLAYABLE
 from placsp_provider.lake import table_path
-from placsp_provider.table_files import local_files, text_in
+from placsp_provider.lake_storage import LakePath
+from placsp_provider.table_files import table_files, text_in
 
 
 def select_dead_letters(
-    lake: Path,
+    lake: LakePath,
     dataset: str,
     columns: Sequence[str],
     *,
@@ -32,9 +32,10 @@ def select_dead_letters(
     UTC days of `processing_timestamp`, both inclusive."""
     import pyarrow as pa
     import pyarrow.compute as pc
-    from deltalake import DeltaTable
 
-    files = local_files(DeltaTable(str(table_path(lake, "dead_letters"))), [("dataset", "=", dataset)])
+    from placsp_provider.lake_storage import open_table
+
+    files = table_files(open_table(table_path(lake, "dead_letters")), [("dataset", "=", dataset)])
     wanted = text_in("status", REPLAYABLE)
     for column, values in (("stage", stages), ("error_type", error_types), ("dead_letter_id", dead_letter_ids)):
         if values:

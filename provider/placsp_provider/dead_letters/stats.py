@@ -20,13 +20,13 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from placsp_provider.dead_letters.lifecycle import QUARANTINED, STAGES
 from placsp_provider.errors import ConfigError, PlacspError
-from placsp_provider.lake import DEAD_LETTER_TABLE, run_summary_path, table_path
-from placsp_provider.table_files import local_files, text_equals, text_in
+from placsp_provider.lake import DEAD_LETTER_TABLE, resolve_lake, run_summary_path, table_path
+from placsp_provider.lake_storage import LakePath
+from placsp_provider.table_files import table_files, text_equals, text_in
 from placsp_provider.untrusted import printable
 
 if TYPE_CHECKING:
@@ -49,7 +49,7 @@ _ERROR_TYPE = re.compile(r"[a-z][a-z0-9_]*")
 class DeadLetterTableError(PlacspError):
     """The dead-letter Delta table exists but cannot be read (corrupt log, missing data file, ...)."""
 
-    def __init__(self, path: Path, reason: str) -> None:
+    def __init__(self, path: LakePath, reason: str) -> None:
         self.path = path
         self.reason = reason
         super().__init__(f"dead-letter table {path} cannot be read: {reason}")
@@ -58,7 +58,7 @@ class DeadLetterTableError(PlacspError):
 class RunSummaryError(PlacspError):
     """A Silver run summary (`<lake>/runs/<dataset>/<run_id>.json`) is missing or unreadable."""
 
-    def __init__(self, path: Path, reason: str) -> None:
+    def __init__(self, path: LakePath, reason: str) -> None:
         self.path = path
         self.reason = reason
         super().__init__(f"run summary {path}: {reason}")
@@ -85,8 +85,8 @@ class DeadLetterQuery:
             object.__setattr__(self, "since", self.since.replace(tzinfo=UTC))
 
     @property
-    def table_path(self) -> Path:
-        return table_path(Path(self.lake), DEAD_LETTER_TABLE)
+    def table_path(self) -> LakePath:
+        return table_path(resolve_lake(self.lake), DEAD_LETTER_TABLE)
 
     def pruning_filters(self) -> list[tuple[str, str, Any]]:
         """Tuple filters for the Delta log: partition values exactly, other columns by file statistics."""
@@ -202,7 +202,7 @@ class DeadLetterCounts:
 
 
 def scope_query(
-    lake: str | Path,
+    lake: str | LakePath,
     *,
     dataset: str,
     scope: str,
@@ -236,7 +236,7 @@ def scope_query(
 
 # -- reading --------------------------------------------------------------------------------------
 def count_dead_letters(
-    lake: str | Path,
+    lake: str | LakePath,
     *,
     dataset: str | None = None,
     run_id: str | None = None,
@@ -256,12 +256,13 @@ def count(query: DeadLetterQuery) -> DeadLetterCounts:
     if not (path / "_delta_log").is_dir():
         return DeadLetterCounts(query=query)  # no ingest has created the table yet: nothing dead-lettered
     import pyarrow as pa
-    from deltalake import DeltaTable
     from deltalake.exceptions import DeltaError
 
+    from placsp_provider.lake_storage import open_table
+
     try:
-        table = DeltaTable(str(path))
-        files = local_files(table, query.pruning_filters())  # not deltalake's filesystem: see there
+        table = open_table(path)
+        files = table_files(table, query.pruning_filters())  # not deltalake's filesystem: see there
         expr = query.row_filter()
         rows = files.to_table(columns=list(_COUNT_COLUMNS), filter=expr)
         samples = _samples(files, expr) if rows.num_rows else ()
@@ -295,15 +296,15 @@ def look(query: DeadLetterQuery) -> tuple[DeadLetterCounts, int | None] | None:
     if query.run_id is None:
         return count(query), None
     assert query.dataset is not None
-    if not run_summary_path(Path(query.lake), query.dataset, query.run_id).is_file():
+    if not run_summary_path(resolve_lake(query.lake), query.dataset, query.run_id).is_file():
         return None
     read = entries_read(query.lake, query.dataset, query.run_id)
     return count(query), read
 
 
-def entries_read(lake: str | Path, dataset: str, run_id: str) -> int:
+def entries_read(lake: str | LakePath, dataset: str, run_id: str) -> int:
     """Entries plus tombstones the run's Silver ingest read (its summary's `read`): the ratio's denominator."""
-    path = run_summary_path(Path(lake), dataset, run_id)  # the Silver ingest writes it after its last commit
+    path = run_summary_path(resolve_lake(lake), dataset, run_id)  # the Silver ingest writes it after its last commit
     try:
         summary = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError as err:

@@ -9,12 +9,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 
 from placsp_provider.ingest import rules
 from placsp_provider.ingest.retry import is_delta_rs_conflict, retry_on_conflict
 from placsp_provider.lake import DEAD_LETTER_TABLE, table_path
+from placsp_provider.lake_storage import LakePath
 
 
 @dataclass(frozen=True)
@@ -28,18 +28,16 @@ class StatusChange:
     error_message: str | None
 
 
-def merge_by_id(lake: Path, dataset: str, source: Any) -> Any:
+def merge_by_id(lake: LakePath, dataset: str, source: Any) -> Any:
     """A delta-rs MERGE of `source` (alias `s`) into the dead letters (`t`) of the same `dead_letter_id`.
     `dataset` is a known dataset key: safe in the predicate, where it prunes the partition."""
-    from deltalake import DeltaTable
+    from placsp_provider.lake_storage import open_table
 
     predicate = f"t.dataset = '{dataset}' AND t.dead_letter_id = s.dead_letter_id"
-    return DeltaTable(str(table_path(lake, DEAD_LETTER_TABLE))).merge(
-        source, predicate, source_alias="s", target_alias="t"
-    )
+    return open_table(table_path(lake, DEAD_LETTER_TABLE)).merge(source, predicate, source_alias="s", target_alias="t")
 
 
-def record_outcomes(lake: Path, dataset: str, run_id: str, changes: Sequence[StatusChange], at: datetime) -> int:
+def record_outcomes(lake: LakePath, dataset: str, run_id: str, changes: Sequence[StatusChange], at: datetime) -> int:
     """Each change applied to its dead letter if it is still as selected; the dead letters updated."""
     import pyarrow as pa
 

@@ -9,13 +9,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 
 from placsp_provider.delta_rs.silver_write import merge_silver, write_batch
 from placsp_provider.ingest.batch import StagedBatch
 from placsp_provider.ingest.retry import is_delta_rs_conflict, retry_on_conflict
 from placsp_provider.lake import SILVER_TABLES
+from placsp_provider.lake_storage import LakePath
 
 log = logging.getLogger(__name__)
 
@@ -35,7 +35,13 @@ class DeltaRsWriter:
         return _retried(batch.dataset, batch.run_id, lambda: write_batch(batch, rows, dead_letters, reconciliation))
 
     def write_rows(
-        self, lake: Path, dataset: str, rows: Mapping[str, Any], repeated_versions: int, run_id: str, started: datetime
+        self,
+        lake: LakePath,
+        dataset: str,
+        rows: Mapping[str, Any],
+        repeated_versions: int,
+        run_id: str,
+        started: datetime,
     ) -> dict[str, Any]:
         return _retried(dataset, run_id, lambda: merge_silver(lake, dataset, rows, repeated_versions, run_id, started))
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -25,7 +24,8 @@ from placsp_provider.ingest.batch import StagedBatch
 from placsp_provider.ingest.rules import BUSINESS_KEYS
 from placsp_provider.ingest.tables import UTC_TS, table_schema
 from placsp_provider.lake import CHILD_TABLES, table_path
-from placsp_provider.table_files import local_files, text_in
+from placsp_provider.lake_storage import LakePath
+from placsp_provider.table_files import table_files, text_in
 
 # What a MERGE changed, from the metrics delta-rs returns, under the names the run summary uses.
 _MERGE_COUNTS = {
@@ -55,7 +55,7 @@ def write_batch(
 
 
 def merge_silver(
-    lake: Path, dataset: str, rows: Mapping[str, pa.Table], repeated_versions: int, run_id: str, started: datetime
+    lake: LakePath, dataset: str, rows: Mapping[str, pa.Table], repeated_versions: int, run_id: str, started: datetime
 ) -> dict[str, Any]:
     """Silver rows (a batch's, or a replay's recovered records alone); the changes by table.
     `repeated_versions`: valid records repeating an earlier (entry_id, updated) of their file."""
@@ -120,13 +120,13 @@ def _greatest(rows: pa.Table, key: tuple[str, ...], order: tuple[str, ...]) -> p
     return rows.take(pa.array(keep, pa.int64()))
 
 
-def _delete_older_children(lake: Path, table: str, dataset: str, eligible: pa.Table) -> int:
+def _delete_older_children(lake: LakePath, table: str, dataset: str, eligible: pa.Table) -> int:
     merge = _merge(_open(lake, table), eligible, ("entry_id",), dataset)
     return _execute(merge.when_matched_delete(predicate=rules.CHILD_IS_OLDER))["deleted"]
 
 
 def _insert_children(
-    lake: Path,
+    lake: LakePath,
     table: str,
     dataset: str,
     rows: pa.Table,
@@ -144,7 +144,7 @@ def _insert_children(
     return _insert_only(lake, table, dataset, _stamped(fresh, stamp), BUSINESS_KEYS[table])
 
 
-def _insert_tombstones(lake: Path, dataset: str, tombstones: pa.Table, stamp: dict[str, Any]) -> dict[str, int]:
+def _insert_tombstones(lake: LakePath, dataset: str, tombstones: pa.Table, stamp: dict[str, Any]) -> dict[str, int]:
     if not tombstones.num_rows:
         return nothing_changed()
     keys = BUSINESS_KEYS["tombstones"]
@@ -153,7 +153,7 @@ def _insert_tombstones(lake: Path, dataset: str, tombstones: pa.Table, stamp: di
     return _execute(merge.when_matched_update_all(predicate=rules.TOMBSTONE_REPLACES).when_not_matched_insert_all())
 
 
-def _apply_tombstones(lake: Path, dataset: str, touched: set[str]) -> int:
+def _apply_tombstones(lake: LakePath, dataset: str, touched: set[str]) -> int:
     """The newest logged tombstone of each touched entry applied to `entries` where it deletes the
     version Silver holds (and is not applied already); returns the entries updated."""
     if not touched:
@@ -181,16 +181,16 @@ def _apply_tombstones(lake: Path, dataset: str, touched: set[str]) -> int:
     return _execute(merge.when_matched_update(updates=updates, predicate=rules.TOMBSTONE_APPLIES))["updated"]
 
 
-def _insert_only(lake: Path, table: str, dataset: str, rows: pa.Table, keys: tuple[str, ...]) -> dict[str, int]:
+def _insert_only(lake: LakePath, table: str, dataset: str, rows: pa.Table, keys: tuple[str, ...]) -> dict[str, int]:
     merge = _merge(_open(lake, table), _conform(_greatest(rows, keys, ()), table), keys, dataset)
     return _execute(merge.when_not_matched_insert_all())
 
 
 # -- helpers -----------------------------------------------------------------------------------------
-def _open(lake: Path, table: str) -> Any:
-    from deltalake import DeltaTable
+def _open(lake: LakePath, table: str) -> Any:
+    from placsp_provider.lake_storage import open_table
 
-    return DeltaTable(str(table_path(lake, table)))
+    return open_table(table_path(lake, table))
 
 
 def _merge(target: Any, source: pa.Table, keys: Iterable[str], dataset: str) -> Any:
@@ -205,7 +205,7 @@ def _execute(merge: Any) -> dict[str, int]:
 
 def _current(table: Any, dataset: str, columns: list[str], entry_ids: set[str]) -> pa.Table:
     """`columns` of the dataset's rows for these entries, as of the snapshot `table` holds."""
-    rows = local_files(table, [("dataset", "=", dataset)])  # the dataset's partition
+    rows = table_files(table, [("dataset", "=", dataset)])  # the dataset's partition
     return rows.to_table(columns=columns, filter=text_in("entry_id", sorted(entry_ids)))  # see table_files
 
 

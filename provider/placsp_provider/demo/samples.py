@@ -66,6 +66,7 @@ def land_pages(lake: Path, dataset: str, pages: Iterable[Path], run_id: str, *, 
     from placsp_provider.bronze.manifest import LandedPage, Manifest
     from placsp_provider.feed.page_scan import scan_page
     from placsp_provider.lake import manifests_dir, page_file
+    from placsp_provider.lake_storage import local_lake
 
     ds = DATASETS[dataset]
     stamp = "2025-08-18T00:00:00Z"
@@ -73,7 +74,7 @@ def land_pages(lake: Path, dataset: str, pages: Iterable[Path], run_id: str, *, 
     for page in pages:
         body = page.read_bytes()
         sha = hashlib.sha256(body).hexdigest()
-        final = page_file(lake, ds.key, page.name, sha)
+        final = local_lake(page_file(lake, ds.key, page.name, sha), "landing sample pages")
         final.parent.mkdir(parents=True, exist_ok=True)
         if link:
             os.link(page, final)
@@ -90,7 +91,7 @@ def land_pages(lake: Path, dataset: str, pages: Iterable[Path], run_id: str, *, 
                 newly_landed=True,
             )
         )
-    path = manifests_dir(lake, ds.key) / f"{run_id}.json"
+    path = local_lake(manifests_dir(lake, ds.key) / f"{run_id}.json", "landing sample pages")
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(manifest.to_json())
     return path

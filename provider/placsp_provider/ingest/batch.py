@@ -24,11 +24,12 @@ from placsp_provider.ingest.tally import (
     reconciliation_rows,
 )
 from placsp_provider.lake import DEAD_LETTER_TABLE
+from placsp_provider.lake_storage import LakePath
 
 
 @dataclass(frozen=True)
 class StagedBatch:
-    lake: Path
+    lake: LakePath
     dataset: str
     folder: Path  # the run's staging folder: <table>/*.parquet in `tables.staged_schema`
     tallies: Mapping[str, FileTally]

@@ -4,7 +4,8 @@ An engine is a parser (pages in, rows staged as Parquet in the run's folder, a t
 and a writer (the staged rows written into the Delta tables under `ingest.rules`):
 
 - `delta-rs`: this process parses (`InProcessParser`), delta-rs writes (`delta_rs.silver_job`);
-  `auto` takes it when the tables exist and the batch is at most `$PLACSP_DELTA_RS_MAX_MB` (64) MB.
+  `auto` takes it when the tables exist and the batch is at most `$PLACSP_DELTA_RS_MAX_MB` (64) MB,
+  and always on an S3 lake (creating a fresh lake's tables with delta-rs: `delta_rs.tables`).
 - `spark+delta-rs`: Spark's tasks parse (`spark.silver_job`), delta-rs writes; up to
   `$PLACSP_DELTA_RS_WRITE_MAX_MB` (512) MB, and a fresh lake (Spark creates the tables).
 - `spark`: Spark parses, Spark's Delta MERGEs write (`spark.silver_merge`): larger batches.
@@ -26,9 +27,10 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from placsp_provider.bronze.manifest import LandedPage
 from placsp_provider.datasets import Dataset
-from placsp_provider.errors import BronzePageError, ConfigError
+from placsp_provider.errors import ConfigError
 from placsp_provider.ingest.request import IngestRequest, manifest_pages, pages_to_ingest
 from placsp_provider.ingest.tables import tables_exist
+from placsp_provider.lake_storage import LakePath, is_local
 
 if TYPE_CHECKING:
     from placsp_provider.ingest.batch import StagedBatch
@@ -58,14 +60,23 @@ _WRITERS = {
 
 def choose_engine(request: IngestRequest, engine: str | None = None) -> str:
     """`spark`, `spark+delta-rs` or `delta-rs` for this ingest: `engine`, else `$PLACSP_INGEST_ENGINE`, else
-    `auto` (by the pages still to ingest: see above); any other value insists (`delta-rs` fails on a
-    lake without tables: Spark creates them)."""
+    `auto` (by the pages still to ingest: see above); any other value insists (`delta-rs` creates a
+    fresh lake's tables itself). An S3 lake always takes `delta-rs`."""
     engine = engine or os.environ.get(ENGINE_ENV) or "auto"
     if engine not in ENGINES:
         raise ConfigError(
             f"dataset {request.dataset.key}: unknown ingest engine {engine!r} (argument or "
             f"${ENGINE_ENV}); one of {', '.join(ENGINES)}"
         )
+    if not is_local(request.lake):
+        # Spark's s3a path is not wired yet (docs/architecture.md, "Lakes on S3"): this process
+        # parses and delta-rs writes, whatever the batch's size; a fresh lake's tables included.
+        if engine not in ("auto", DELTA_RS):
+            raise ConfigError(
+                f"dataset {request.dataset.key}: ingest engine {engine!r} needs Spark, which does not run "
+                f"on an S3 lake yet; use {DELTA_RS} (the default there)"
+            )
+        return DELTA_RS
     if engine != "auto":
         return engine
     exists = tables_exist(request.lake)
@@ -88,10 +99,10 @@ def _limit_mb(name: str, default: float) -> float:
 
 
 class BatchParser(Protocol):
-    def stage(self, dataset: Dataset, lake: Path, pages: list[LandedPage], folder: Path) -> list[Mapping[str, Any]]:
+    def stage(self, dataset: Dataset, lake: LakePath, pages: list[LandedPage], folder: Path) -> list[Mapping[str, Any]]:
         """Parse `pages`, stage their rows under `folder`; the pages' tally rows (`staging.TALLY`)."""
 
-    def create_tables(self, lake: Path, dataset: str) -> None:
+    def create_tables(self, lake: LakePath, dataset: str) -> None:
         """Create the lake's tables (a fresh lake), or say why this engine cannot."""
 
     def close(self) -> None:
@@ -105,7 +116,13 @@ class BatchWriter(Protocol):
 
 class RowWriter(Protocol):
     def write_rows(
-        self, lake: Path, dataset: str, rows: Mapping[str, Any], repeated_versions: int, run_id: str, started: datetime
+        self,
+        lake: LakePath,
+        dataset: str,
+        rows: Mapping[str, Any],
+        repeated_versions: int,
+        run_id: str,
+        started: datetime,
     ) -> dict[str, Any]:
         """Silver rows that are no staged batch (a replay's recovered records), under the same rules."""
 
@@ -122,7 +139,7 @@ class InProcessParser:
     def __init__(self, spark: Any = None) -> None:
         del spark  # no engine session needed
 
-    def stage(self, dataset: Dataset, lake: Path, pages: list[LandedPage], folder: Path) -> list[Mapping[str, Any]]:
+    def stage(self, dataset: Dataset, lake: LakePath, pages: list[LandedPage], folder: Path) -> list[Mapping[str, Any]]:
         from placsp_provider.ingest.staging import read_page, stage_page
 
         total, done = sum(p.bytes for p in pages), 0
@@ -141,9 +158,9 @@ class InProcessParser:
             )
         return tallies
 
-    def create_tables(self, lake: Path, dataset: str) -> None:
-        reason = "the lake's Delta tables do not exist yet: its first ingest runs on Spark (engine spark+delta-rs)"
-        raise BronzePageError(dataset, str(lake), reason, stage="ingest")
+    def create_tables(self, lake: LakePath, dataset: str) -> None:
+        del dataset
+        _load("placsp_provider.delta_rs.tables:ensure_tables")(lake)
 
     def close(self) -> None:
         pass

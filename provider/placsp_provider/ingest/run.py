@@ -14,7 +14,6 @@ import logging
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 from placsp_provider.bronze.landing import run_folder
@@ -27,6 +26,7 @@ from placsp_provider.ingest.summary import RunSummary, empty_summary, fill_summa
 from placsp_provider.ingest.tables import add_missing_columns, tables_exist
 from placsp_provider.ingest.tally import plan_batch, tally_files
 from placsp_provider.lake import staging_dir
+from placsp_provider.lake_storage import LakePath
 
 log = logging.getLogger(__name__)
 
@@ -59,7 +59,7 @@ def ingest(request: IngestRequest, engine: str | None = None, *, spark: Any = No
         return finish(summary, lake)
 
 
-def prepare_tables(parser: BatchParser, lake: Path, dataset: str) -> None:
+def prepare_tables(parser: BatchParser, lake: LakePath, dataset: str) -> None:
     """The lake's tables exist (created by the parser's engine if not) and have every column."""
     if not tables_exist(lake):
         parser.create_tables(lake, dataset)

@@ -26,6 +26,7 @@ from placsp_provider.errors import BronzePageError
 from placsp_provider.ingest.tables import staged_schema
 from placsp_provider.ingest.tally import dead_letter_id
 from placsp_provider.lake import DEAD_LETTER_TABLE, SILVER_TABLES
+from placsp_provider.lake_storage import read_object
 from placsp_provider.parser.page_parser import PageParseResult, parse_page_in_parts
 from placsp_provider.parser.silver_schema import record_batch
 
@@ -73,12 +74,15 @@ def _local_path(spark_path: str) -> str | None:
 
 
 def read_page(spark_path: str, *, dataset: Dataset, lake: str) -> bytes:
-    """The bytes of one landed page, read where the worker runs (the lake is a POSIX path that the
-    driver and every executor see at the same place: docs/architecture.md)."""
+    """The bytes of one landed page, read where the worker runs: a POSIX path that the driver and
+    every executor see at the same place, or an object of an S3 lake (docs/architecture.md)."""
     path = _local_path(spark_path)
-    if path is None:
-        raise BronzePageError(dataset.key, spark_path, "the lake must be a POSIX path (a local disk or a shared mount)")
     try:
+        if path is None:
+            if not spark_path.startswith("s3://"):
+                reason = "the lake must be a POSIX path (a local disk or a shared mount) or s3://"
+                raise BronzePageError(dataset.key, spark_path, reason)
+            return read_object(spark_path)
         with open(path, "rb") as page:
             return page.read()
     except OSError as err:

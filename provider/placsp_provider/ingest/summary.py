@@ -8,10 +8,10 @@ from __future__ import annotations
 import json
 from collections import Counter
 from collections.abc import Mapping
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
 
 from placsp_provider.lake import run_summary_path
+from placsp_provider.lake_storage import LakePath
 
 if TYPE_CHECKING:
     from placsp_provider.ingest.tally import FileTally
@@ -116,7 +116,7 @@ def fill_summary(
     summary["merge"] = merge_metrics
 
 
-def finish(summary: RunSummary, lake: Path) -> RunSummary:
+def finish(summary: RunSummary, lake: LakePath) -> RunSummary:
     path = run_summary_path(lake, summary["dataset"], summary["run_id"])
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(summary, indent=2, sort_keys=True, default=str))

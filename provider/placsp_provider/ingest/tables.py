@@ -13,14 +13,13 @@ columns every row carries. Nothing is ever inferred.
 from __future__ import annotations
 
 import logging
-import os
 import re
-from pathlib import Path
 
 import pyarrow as pa
 
 from placsp_provider.ingest.retry import CONFLICT_ATTEMPTS
 from placsp_provider.lake import LAKE_TABLES, table_path
+from placsp_provider.lake_storage import LakePath, open_table
 from placsp_provider.parser.silver_schema import RECORD_DIGEST, SCHEMAS
 
 log = logging.getLogger(__name__)
@@ -87,11 +86,11 @@ def staged_schema(table: str) -> pa.Schema:
     return SCHEMAS[table]
 
 
-def has_commit(path: Path) -> bool:
+def has_commit(path: LakePath) -> bool:
     """The table exists: its log holds a commit (or a checkpoint), not just a folder."""
     try:
-        names = os.listdir(path / "_delta_log")
-    except FileNotFoundError:
+        names = [p.name for p in (path / "_delta_log").iterdir()]
+    except (FileNotFoundError, NotADirectoryError):
         return False
     return any(_COMMIT_FILE.match(n) for n in names)
 
@@ -99,11 +98,11 @@ def has_commit(path: Path) -> bool:
 _COMMIT_FILE = re.compile(r"^\d{20}\.(json|checkpoint\b.*\.(parquet|json))$")
 
 
-def tables_exist(lake: Path) -> bool:
+def tables_exist(lake: LakePath) -> bool:
     return all(has_commit(table_path(lake.resolve(), t)) for t in LAKE_TABLES)
 
 
-def add_missing_columns(lake: Path) -> list[str]:
+def add_missing_columns(lake: LakePath) -> list[str]:
     """Append every column of `ADDED_COLUMNS` that an existing table lacks (null on its older rows;
     what that null means is the column's own documentation, e.g. `raw_bytes`: docs/runbook.md, "Dead
     letters written before raw_bytes"); `table.column` of each one added. Safe to run concurrently:
@@ -116,14 +115,13 @@ def add_missing_columns(lake: Path) -> list[str]:
     return added
 
 
-def _add_to_table(path: Path, table: str, columns: tuple[str, ...]) -> list[str]:
-    from deltalake import DeltaTable
+def _add_to_table(path: LakePath, table: str, columns: tuple[str, ...]) -> list[str]:
     from deltalake.exceptions import CommitFailedError, DeltaError
     from deltalake.schema import Field
 
     schema = table_schema(table)
     for attempt in range(1, CONFLICT_ATTEMPTS + 1):
-        delta = DeltaTable(str(path))
+        delta = open_table(path)
         present = {f.name for f in delta.schema().fields}
         missing = [c for c in columns if c not in present]
         if not missing:

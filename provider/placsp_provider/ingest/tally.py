@@ -16,12 +16,12 @@ from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 
 from placsp_provider.bronze.manifest import LandedPage
 from placsp_provider.dead_letters.lifecycle import QUARANTINED, STAGE_RECONCILIATION
 from placsp_provider.lake import SILVER_TABLES
+from placsp_provider.lake_storage import LakePath
 
 log = logging.getLogger(__name__)
 
@@ -104,7 +104,7 @@ def plan_batch(tallies: Mapping[str, FileTally]) -> BatchPlan:
     return BatchPlan(quarantined, staged, sizes, +dead_counts, repeated)
 
 
-def tally_files(by_file: list[Any], pages: list[LandedPage], lake: Path) -> dict[str, FileTally]:
+def tally_files(by_file: list[Any], pages: list[LandedPage], lake: LakePath) -> dict[str, FileTally]:
     """Each file's tally (`staging.TALLY` rows, as the workers counted the rows they staged)."""
     tallies = {p.file: FileTally(p) for p in pages}
     for row in by_file:

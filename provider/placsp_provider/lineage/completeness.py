@@ -9,16 +9,17 @@ the recovery manifest (as the extraction reports them), and the report.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from placsp_provider.bronze.manifest import Manifest
 from placsp_provider.datasets import get_dataset
+from placsp_provider.lake import resolve_lake
+from placsp_provider.lake_storage import lake_path
 from placsp_provider.lineage.datasets import input_dataset, output_dataset
 from placsp_provider.lineage.extract import bronze_outputs, connection_base_url
 from placsp_provider.lineage.guard import never_fails
-from placsp_provider.lineage.naming import DatasetName, local_path, placsp_feed
+from placsp_provider.lineage.naming import DatasetName, placsp_feed, storage_path
 
 if TYPE_CHECKING:
     from airflow.providers.openlineage.extractors import OperatorLineage
@@ -60,13 +61,13 @@ def completeness_lineage(*, dataset: str, base_url: str | None, summary: Mapping
         if archive:
             inputs.append(input_dataset(DatasetName(feed.namespace, urlsplit(archive).path)))
     if summary and summary.get("lake"):
-        lake = Path(summary["lake"])
+        lake = resolve_lake(summary["lake"])
         manifest_path = summary.get("manifest_path")
-        if manifest_path and Path(manifest_path).is_file():
-            outputs += bronze_outputs(lake, Manifest.load(Path(manifest_path)), Path(manifest_path))
+        if manifest_path and lake_path(manifest_path).is_file():
+            outputs += bronze_outputs(lake, Manifest.load(lake_path(manifest_path)), lake_path(manifest_path))
         report = lake / summary["report"] if summary.get("report") else None
         if report is not None and report.is_file():
-            outputs.append(output_dataset(local_path(report), rows=len(summary.get("gap_days") or {}), files=1))
+            outputs.append(output_dataset(storage_path(report), rows=len(summary.get("gap_days") or {}), files=1))
     return OperatorLineage(inputs=inputs, outputs=outputs)  # type: ignore[arg-type]
 
 

@@ -8,9 +8,9 @@ with types spelled as the OpenLineage Spark listener spells Spark's (`long`, `ti
 from __future__ import annotations
 
 from collections.abc import Mapping
-from pathlib import Path
 from typing import TYPE_CHECKING
 
+from placsp_provider.lake_storage import LakePath
 from placsp_provider.lineage.naming import DatasetName, lake_table
 
 if TYPE_CHECKING:
@@ -56,14 +56,16 @@ def output_dataset(
 
 
 def lake_input(
-    lake: str | Path, table: str, input_facets: Mapping[str, InputDatasetFacet] | None = None
+    lake: str | LakePath, table: str, input_facets: Mapping[str, InputDatasetFacet] | None = None
 ) -> InputDataset:
     """A lake table read, with its `schema`."""
     schema = {"schema": table_schema_facet(table)}
     return input_dataset(lake_table(lake, table), facets=schema, input_facets=input_facets)
 
 
-def lake_output(lake: str | Path, table: str, *, rows: int | None = None, files: int | None = None) -> OutputDataset:
+def lake_output(
+    lake: str | LakePath, table: str, *, rows: int | None = None, files: int | None = None
+) -> OutputDataset:
     """A lake table written, with its `schema` (and `outputStatistics` with `rows` or `files`)."""
     schema = {"schema": table_schema_facet(table)}
     return output_dataset(lake_table(lake, table), rows=rows, files=files, facets=schema)

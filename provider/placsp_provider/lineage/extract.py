@@ -9,15 +9,15 @@ dataset with the totals instead, to keep events small.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from placsp_provider.bronze.manifest import Manifest
 from placsp_provider.datasets import get_dataset
 from placsp_provider.lake import pages_dir, resolve_lake
+from placsp_provider.lake_storage import LakePath, lake_path
 from placsp_provider.lineage.datasets import input_dataset, output_dataset
 from placsp_provider.lineage.guard import never_fails
-from placsp_provider.lineage.naming import bronze_file, local_path, placsp_feed
+from placsp_provider.lineage.naming import bronze_file, placsp_feed, storage_path
 
 if TYPE_CHECKING:
     from airflow.providers.openlineage.extractors import OperatorLineage
@@ -30,7 +30,9 @@ if TYPE_CHECKING:
 MAX_PAGE_DATASETS = 1000
 
 
-def extract_lineage(*, dataset: str, base_url: str | None, lake: str | Path, manifest: Path | None) -> OperatorLineage:
+def extract_lineage(
+    *, dataset: str, base_url: str | None, lake: str | LakePath, manifest: LakePath | None
+) -> OperatorLineage:
     """Inputs: the dataset's feed (when the base URL is known). Outputs: the manifest's pages and the manifest."""
     from airflow.providers.openlineage.extractors import OperatorLineage
 
@@ -42,7 +44,7 @@ def extract_lineage(*, dataset: str, base_url: str | None, lake: str | Path, man
     return OperatorLineage(inputs=inputs, outputs=outputs)  # type: ignore[arg-type]
 
 
-def bronze_outputs(lake: str | Path, manifest: Manifest, manifest_file: Path) -> list[OutputDataset]:
+def bronze_outputs(lake: str | LakePath, manifest: Manifest, manifest_file: LakePath) -> list[OutputDataset]:
     """The manifest's pages (records and bytes each) and the manifest itself (pages listed, bytes)."""
     pages = manifest.pages
     if len(pages) <= MAX_PAGE_DATASETS:
@@ -53,14 +55,14 @@ def bronze_outputs(lake: str | Path, manifest: Manifest, manifest_file: Path) ->
     else:
         outputs = [
             output_dataset(
-                local_path(pages_dir(Path(lake), manifest.dataset)),
+                storage_path(pages_dir(resolve_lake(lake), manifest.dataset)),
                 rows=sum(p.entries + p.tombstones for p in pages),
                 size=sum(p.bytes for p in pages),
                 files=len(pages),
             )
         ]
     outputs.append(
-        output_dataset(local_path(manifest_file), rows=len(pages), size=manifest_file.stat().st_size, files=1)
+        output_dataset(storage_path(manifest_file), rows=len(pages), size=manifest_file.stat().st_size, files=1)
     )
     return outputs
 
@@ -79,7 +81,7 @@ def on_complete(op: PlacspExtractOperator, result: Mapping[str, Any] | None) -> 
     """`result` is what `execute` returned (the summary with `manifest` and `lake`)."""
 
     def build() -> OperatorLineage:
-        manifest = Path(result["manifest"]) if result and result.get("manifest") else None
+        manifest = lake_path(result["manifest"]) if result and result.get("manifest") else None
         lake = result.get("lake") if result else None
         # The manifest records the base URL it was extracted from: no connection lookup then.
         base = None if manifest is not None and manifest.is_file() else connection_base_url(op)

@@ -5,10 +5,10 @@ files compaction wrote, once the job's summary exists."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from placsp_provider.lake import resolve_lake
+from placsp_provider.lake_storage import LakePath
 from placsp_provider.lineage.datasets import lake_input, lake_output
 from placsp_provider.lineage.guard import never_fails
 
@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
 
 def maintenance_lineage(
-    lake: str | Path | None, tables: Sequence[str], done: Mapping[str, Mapping[str, int]] | None
+    lake: str | LakePath | None, tables: Sequence[str], done: Mapping[str, Mapping[str, int]] | None
 ) -> OperatorLineage:
     """`lake` as the operator got it (None: `$PLACSP_LAKE`), resolved inside the guard like the rest."""
 

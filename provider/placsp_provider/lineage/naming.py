@@ -3,8 +3,8 @@
 Both sides must name a dataset identically or a catalogue shows two nodes where there is one. The
 Spark listener (openlineage-spark 1.53, measured with spark-submit on local disk) names a local file
 or a Delta table by namespace `file` and the absolute path, without a trailing slash:
-`file` + `/srv/lake/silver/entries`. The lake must be a POSIX path (docs/architecture.md), and the
-Silver operator hands Spark the resolved lake path, so names here resolve symlinks as well. The PLACSP
+`file` + `/srv/lake/silver/entries`; an S3 lake's by `s3://<bucket>` and the key. The Silver
+operator hands Spark the resolved lake path, so local names here resolve symlinks as well. The PLACSP
 feed is named after its URL (`placsp_feed`: OpenLineage has no convention for plain HTTP sources).
 
 Pure Python: no Airflow, no OpenLineage, no Spark.
@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from placsp_provider.lake import table_path
+from placsp_provider.lake import resolve_lake, table_path
+from placsp_provider.lake_storage import LakePath
 
 FILE_NAMESPACE = "file"
 
@@ -29,20 +30,26 @@ class DatasetName:
     name: str
 
 
-def local_path(path: str | Path) -> DatasetName:
-    """A file or directory on local (or mounted) disk, named as the Spark listener names it."""
-    text = str(Path(path).expanduser().resolve())
+def storage_path(path: str | LakePath) -> DatasetName:
+    """A file or directory of the lake, named as the Spark listener names it: on local (or mounted)
+    disk namespace `file` and the absolute path; on S3 namespace `s3://<bucket>` and the key
+    (OpenLineage's naming spec). Never credentials: a lake URI holds none (lake_storage)."""
+    text = str(path)
+    parts = urlsplit(text) if "://" in text else None
+    if parts is not None and parts.scheme == "s3":
+        return DatasetName(f"s3://{parts.netloc}", parts.path.strip("/") or "/")
+    text = str(Path(text).expanduser().resolve())
     return DatasetName(FILE_NAMESPACE, text.rstrip("/") or "/")
 
 
-def lake_table(lake: str | Path, table: str) -> DatasetName:
+def lake_table(lake: str | LakePath, table: str) -> DatasetName:
     """A Delta table of the lake: `silver/<table>`, `dead_letters` or `reconciliation` under the lake root."""
-    return local_path(table_path(Path(lake), table))
+    return storage_path(table_path(resolve_lake(lake), table))
 
 
-def bronze_file(lake: str | Path, relative: str) -> DatasetName:
+def bronze_file(lake: str | LakePath, relative: str) -> DatasetName:
     """A Bronze page (or manifest) by its lake-relative path, as manifests and tables store it."""
-    return local_path(Path(lake) / relative)
+    return storage_path(resolve_lake(lake) / relative)
 
 
 def placsp_feed(base_url: str, folder: str) -> DatasetName:

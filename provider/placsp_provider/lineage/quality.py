@@ -9,14 +9,14 @@ failing assertions are why the task failed.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from placsp_provider.dead_letters.stats import number_text
 from placsp_provider.lake import quality_results_path, resolve_lake
+from placsp_provider.lake_storage import LakePath
 from placsp_provider.lineage.datasets import lake_input, output_dataset
 from placsp_provider.lineage.guard import never_fails
-from placsp_provider.lineage.naming import local_path
+from placsp_provider.lineage.naming import storage_path
 
 if TYPE_CHECKING:
     from airflow.providers.openlineage.extractors import OperatorLineage
@@ -42,7 +42,9 @@ def classification(result: RuleResult) -> str:
     return CLASSIFICATION.get(result.metric or "", result.kind)
 
 
-def quality_lineage(*, lake: str | Path, tables: Sequence[str], check: DatasetCheck | None = None) -> OperatorLineage:
+def quality_lineage(
+    *, lake: str | LakePath, tables: Sequence[str], check: DatasetCheck | None = None
+) -> OperatorLineage:
     from airflow.providers.openlineage.extractors import OperatorLineage
 
     inputs = []
@@ -53,7 +55,9 @@ def quality_lineage(*, lake: str | Path, tables: Sequence[str], check: DatasetCh
             input_facets["dataQualityAssertions"] = assertions_facet(results)
             input_facets["dataQualityMetrics"] = metrics_facet(results, check.report.rows.get(table))
         inputs.append(lake_input(lake, table, input_facets))
-    outputs = [output_dataset(local_path(quality_results_path(Path(lake))), rows=check.recorded if check else None)]
+    outputs = [
+        output_dataset(storage_path(quality_results_path(resolve_lake(lake))), rows=check.recorded if check else None)
+    ]
     return OperatorLineage(inputs=inputs, outputs=outputs)  # type: ignore[arg-type]
 
 

@@ -7,10 +7,10 @@ daily ingest writes; run facet `placsp_deadLetters` with scope `replay` (docs/li
 from __future__ import annotations
 
 from collections.abc import Mapping
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from placsp_provider.lake import DEAD_LETTER_TABLE, LAKE_TABLES
+from placsp_provider.lake_storage import LakePath
 from placsp_provider.lineage.datasets import lake_input, lake_output
 
 if TYPE_CHECKING:
@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
 def replay_lineage(
     *,
-    lake: str | Path,
+    lake: str | LakePath,
     dataset: str,
     selected: int | None = None,
     rows_written: Mapping[str, int] | None = None,

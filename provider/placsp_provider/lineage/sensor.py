@@ -9,12 +9,12 @@ facets on the FAIL event, where the listener adds `errorMessage` with the bounde
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from placsp_provider.datasets import get_dataset
 from placsp_provider.dead_letters.stats import number_text
 from placsp_provider.lake import DEAD_LETTER_TABLE, resolve_lake
+from placsp_provider.lake_storage import LakePath
 from placsp_provider.lineage.datasets import lake_input
 from placsp_provider.lineage.guard import never_fails
 
@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 
 def threshold_lineage(
     *,
-    lake: str | Path,
+    lake: str | LakePath,
     dataset: str,
     scope: str,
     checks: Sequence[ThresholdCheck] = (),

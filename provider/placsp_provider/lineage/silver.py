@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from placsp_provider.bronze.manifest import Manifest
@@ -21,15 +20,16 @@ from placsp_provider.lake import (
     LAKE_TABLES,
     RECONCILIATION_TABLE,
     SILVER_TABLES,
-    bronze_dir,
+    manifest_files,
     pages_dir,
     resolve_lake,
     run_summary_path,
 )
+from placsp_provider.lake_storage import LakePath, lake_path
 from placsp_provider.lineage.datasets import input_dataset, lake_output
 from placsp_provider.lineage.extract import MAX_PAGE_DATASETS
 from placsp_provider.lineage.guard import never_fails
-from placsp_provider.lineage.naming import bronze_file, local_path
+from placsp_provider.lineage.naming import bronze_file, storage_path
 
 if TYPE_CHECKING:
     from airflow.providers.openlineage.extractors import OperatorLineage
@@ -40,7 +40,7 @@ if TYPE_CHECKING:
 
 
 def silver_lineage(
-    *, dataset: str, lake: str | Path, manifests: Iterable[Path], summary: Mapping[str, Any] | None
+    *, dataset: str, lake: str | LakePath, manifests: Iterable[LakePath], summary: Mapping[str, Any] | None
 ) -> OperatorLineage:
     from airflow.providers.openlineage.extractors import OperatorLineage
 
@@ -54,7 +54,7 @@ def silver_lineage(
     )
 
 
-def bronze_inputs(lake: str | Path, manifests: Iterable[Path]) -> list[InputDataset]:
+def bronze_inputs(lake: str | LakePath, manifests: Iterable[LakePath]) -> list[InputDataset]:
     """Each manifest and each page it names (once), as the extract task reported them."""
     inputs: list[InputDataset] = []
     pages: dict[str, str] = {}  # lake-relative file -> dataset key
@@ -62,17 +62,19 @@ def bronze_inputs(lake: str | Path, manifests: Iterable[Path]) -> list[InputData
         if not path.is_file():
             continue
         manifest = Manifest.load(path)
-        inputs.append(input_dataset(local_path(path)))
+        inputs.append(input_dataset(storage_path(path)))
         for page in manifest.pages:
             pages.setdefault(page.file, manifest.dataset)
     if len(pages) <= MAX_PAGE_DATASETS:
         inputs += [input_dataset(bronze_file(lake, f)) for f in pages]
     else:  # the same folder the extract task reports for so many pages
-        inputs += [input_dataset(local_path(pages_dir(Path(lake), key))) for key in sorted(set(pages.values()))]
+        inputs += [
+            input_dataset(storage_path(pages_dir(resolve_lake(lake), key))) for key in sorted(set(pages.values()))
+        ]
     return inputs
 
 
-def lake_outputs(lake: str | Path, summary: Mapping[str, Any] | None) -> list[OutputDataset]:
+def lake_outputs(lake: str | LakePath, summary: Mapping[str, Any] | None) -> list[OutputDataset]:
     rows = rows_written(summary) if summary else {}
     return [lake_output(lake, t, rows=rows.get(t)) for t in LAKE_TABLES]
 
@@ -126,11 +128,11 @@ def _lineage(op: PlacspSilverOperator, summary: Mapping[str, Any] | None) -> Ope
     return silver_lineage(dataset=ds.key, lake=lake, manifests=_manifests(op, lake, ds.key), summary=summary)
 
 
-def _manifests(op: PlacspSilverOperator, lake: Path, dataset: str) -> list[Path]:
+def _manifests(op: PlacspSilverOperator, lake: LakePath, dataset: str) -> list[LakePath]:
     """The manifest the task ingests or, without one, every manifest of the dataset (what the job reads)."""
     if op.manifest:
-        return [Path(str(op.manifest))]
-    return sorted((bronze_dir(lake, dataset) / "manifests").glob("*.json"))
+        return [lake_path(str(op.manifest))]
+    return manifest_files(lake, dataset)
 
 
 def _summary_file(op: PlacspSilverOperator, run_id: str | None) -> dict[str, Any] | None:

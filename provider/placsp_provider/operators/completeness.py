@@ -10,7 +10,7 @@ from airflow.sdk import BaseOperator, Context
 
 from placsp_provider.datasets import get_dataset
 from placsp_provider.errors import PlacspError
-from placsp_provider.lake import resolve_lake
+from placsp_provider.hooks.lake import LakeHook
 from placsp_provider.lineage import completeness
 from placsp_provider.settings import CONN_ID_DEFAULT
 
@@ -62,7 +62,7 @@ class PlacspCompletenessOperator(BaseOperator):
 
         ds = get_dataset(self.dataset)
         month = parse_month(self.month) if self.month and str(self.month) != "None" else previous_month(context)
-        lake = resolve_lake(self.lake)
+        lake = LakeHook().lake(self.lake)
         request = CompletenessRequest(ds, month, lake, run_id=context["run_id"])
         try:
             with PlacspHook(self.placsp_conn_id).get_client(ds.key) as client:

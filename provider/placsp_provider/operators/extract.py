@@ -11,7 +11,8 @@ from airflow.sdk import BaseOperator, Context
 from placsp_provider import settings
 from placsp_provider.datasets import get_dataset
 from placsp_provider.errors import PlacspError
-from placsp_provider.lake import manifest_path, resolve_lake
+from placsp_provider.hooks.lake import LakeHook
+from placsp_provider.lake import manifest_path
 from placsp_provider.lineage import extract
 from placsp_provider.settings import CONN_ID_DEFAULT, DEFAULT_STOP_AFTER_OLD_PAGES
 from placsp_provider.untrusted import printable
@@ -79,7 +80,7 @@ class PlacspExtractOperator(BaseOperator):
             start, end = _aware(self.since), _aware(self.until)
         if start is None or end is None:
             raise ValueError("PlacspExtractOperator needs a data interval; use a timetable that sets one")
-        lake = resolve_lake(self.lake)
+        lake = LakeHook().lake(self.lake)
         request = ExtractRequest(
             dataset=ds,
             start=start,

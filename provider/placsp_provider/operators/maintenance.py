@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING, Any
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import Context
 
-from placsp_provider.lake import LAKE_TABLES, maintenance_summary_path, resolve_lake
+from placsp_provider.hooks.lake import LakeHook
+from placsp_provider.lake import LAKE_TABLES, maintenance_summary_path
 from placsp_provider.lineage.maintenance import maintenance_lineage
 from placsp_provider.operators.links import SparkUILink
 from placsp_provider.operators.spark_submit import SPARK_CONN_DEFAULT, default_application, submit
@@ -63,7 +64,7 @@ class PlacspMaintainOperator(SparkSubmitOperator):
         self._done: dict[str, Any] | None = None
 
     def execute(self, context: Context) -> dict[str, Any]:  # type: ignore[override]
-        lake = resolve_lake(self.lake)
+        lake = LakeHook().lake(self.lake)
         run_id = context["run_id"]
         tables = [arg for table in self.tables for arg in ("--table", table)]
         self.application_args = ["--lake", str(lake), "--run-id", run_id, *tables]

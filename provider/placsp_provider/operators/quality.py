@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseOperator, Context
@@ -12,7 +11,9 @@ from airflow.sdk.exceptions import AirflowFailException
 
 from placsp_provider.datasets import get_dataset
 from placsp_provider.errors import PlacspError
-from placsp_provider.lake import LAKE_TABLES, resolve_lake, run_summary_path, table_path
+from placsp_provider.hooks.lake import LakeHook
+from placsp_provider.lake import LAKE_TABLES, run_summary_path, table_path
+from placsp_provider.lake_storage import LakePath
 from placsp_provider.lineage import quality as quality_lineage
 from placsp_provider.quality.contract import CONTRACT_TABLES, ContractError
 from placsp_provider.quality.run import check_dataset
@@ -91,7 +92,7 @@ class DataContractCheckOperator(BaseOperator):
 
     def execute(self, context: Context) -> dict[str, Any]:
         dataset = get_dataset(self.dataset).key
-        lake = resolve_lake(self.lake)
+        lake = LakeHook().lake(self.lake)
         if nothing_to_check(lake, dataset, context["run_id"]):
             self.log.warning(
                 "dataset %s: this run ingested nothing and the lake %s has no table yet (a fresh lake, "
@@ -149,7 +150,7 @@ class DataContractCheckOperator(BaseOperator):
     get_openlineage_facets_on_failure = get_openlineage_facets_on_complete
 
 
-def nothing_to_check(lake: Path, dataset: str, run_id: str) -> bool:
+def nothing_to_check(lake: LakePath, dataset: str, run_id: str) -> bool:
     """This run's Silver task ingested nothing for `dataset` (its run summary says so) and no table of
     the lake exists yet: a fresh lake on a day without pages for this dataset.
 

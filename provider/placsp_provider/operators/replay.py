@@ -15,7 +15,7 @@ from airflow.sdk import Context
 
 from placsp_provider.datasets import get_dataset
 from placsp_provider.errors import ConfigError
-from placsp_provider.lake import resolve_lake
+from placsp_provider.hooks.lake import LakeHook
 from placsp_provider.lineage.guard import never_fails
 from placsp_provider.lineage.replay import replay_lineage
 from placsp_provider.lineage.silver import rows_written
@@ -119,7 +119,7 @@ class DeadLetterReplayOperator(SparkSubmitOperator):
 
         return ReplayRequest(
             dataset=self.dataset,
-            lake=resolve_lake(self.lake),
+            lake=LakeHook().lake(self.lake),
             run_id=run_id,
             stages=_strings(self.stages),
             error_types=_strings(self.error_types),
@@ -165,7 +165,7 @@ class DeadLetterReplayOperator(SparkSubmitOperator):
 
     def _lineage(self, summary: dict[str, Any] | None) -> OperatorLineage:
         def build() -> OperatorLineage:
-            lake = resolve_lake(self.lake)
+            lake = LakeHook().lake(self.lake)
             dataset = get_dataset(str(self.dataset)).key
             if summary is None:
                 return replay_lineage(lake=lake, dataset=dataset)

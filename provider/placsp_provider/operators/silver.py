@@ -11,7 +11,9 @@ from typing import TYPE_CHECKING, Any
 from airflow.sdk import BaseOperator, Context
 
 from placsp_provider.datasets import get_dataset
-from placsp_provider.lake import resolve_lake, run_summary_path
+from placsp_provider.hooks.lake import LakeHook
+from placsp_provider.lake import run_summary_path
+from placsp_provider.lake_storage import lake_path
 from placsp_provider.lineage import silver as silver_lineage
 from placsp_provider.operators.links import LineageJobLink, SparkUILink
 from placsp_provider.operators.spark_submit import (
@@ -93,16 +95,18 @@ class PlacspSilverOperator(BaseOperator):
         from placsp_provider.ingest.summary import empty_summary, finish
 
         ds = get_dataset(self.dataset)
-        lake = resolve_lake(self.lake)
+        lake = LakeHook().lake(self.lake)
         run_id = context["run_id"]
-        if str(self.manifest).strip() == "None" or (self.manifest and not Manifest.load(Path(self.manifest)).pages):
+        if str(self.manifest).strip() == "None" or (
+            self.manifest and not Manifest.load(lake_path(self.manifest)).pages
+        ):
             # An upstream task returned no manifest (e.g. a completeness check that recovered nothing),
             # or nothing landed for this interval: nothing to ingest, and no reason to start a JVM. The
             # summary goes where the gate reads it: the task's own lake (an explicit `lake=` included).
             self.log.info("dataset %s: no pages to ingest (manifest %s)", ds.key, self.manifest)
             self._summary = finish(empty_summary(ds.key, run_id, 0, 0), lake)
             return self._summary
-        request = IngestRequest(ds, lake, run_id, (Path(self.manifest),) if self.manifest else ())
+        request = IngestRequest(ds, lake, run_id, (lake_path(self.manifest),) if self.manifest else ())
         engine = choose_engine(request, self.engine)
         self.log.info("dataset %s: Silver ingest of %s, engine %s (run %s)", ds.key, lake, engine, run_id)
         summary = self._submit(request, engine, context) if needs_spark(engine) else ingest(request, engine)

@@ -18,11 +18,11 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from decimal import Decimal
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from placsp_provider.errors import ConfigError, PlacspError
-from placsp_provider.lake import table_path
+from placsp_provider.lake import resolve_lake, table_path
+from placsp_provider.lake_storage import LakePath
 from placsp_provider.quality.contract import CONTRACT_TABLES, Contract, ContractError, Rule, load_contracts
 
 if TYPE_CHECKING:
@@ -38,7 +38,7 @@ _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 class QualityTableError(PlacspError):
     """A lake table exists but cannot be read (corrupt log, missing data file, ...)."""
 
-    def __init__(self, path: Path, reason: str) -> None:
+    def __init__(self, path: LakePath, reason: str) -> None:
         self.path = path
         self.reason = reason
         super().__init__(f"quality check: table {path} cannot be read: {reason}")
@@ -154,7 +154,7 @@ class LakeSession:
     def __init__(self, request: CheckRequest, contracts: Iterable[Contract]) -> None:
         import duckdb
 
-        self.lake = Path(request.lake)
+        self.lake = resolve_lake(request.lake)
         self.dataset = request.dataset
         self.run_id = request.run_id
         self.run_columns = {c.table: c.run_column for c in contracts}
@@ -214,30 +214,30 @@ class LakeSession:
         return bool(rows) and str(rows[0][1]).endswith("[]")
 
 
-def open_partition(lake: str | Path, table: str, dataset: str) -> Any:
+def open_partition(lake: str | LakePath, table: str, dataset: str) -> Any:
     """The `dataset` partition of a lake table as a pruned Arrow dataset, or None if there is no table."""
-    opened = _open(table_path(Path(lake), table), [("dataset", "=", dataset)])
+    opened = _open(table_path(resolve_lake(lake), table), [("dataset", "=", dataset)])
     return opened[0] if opened else None
 
 
-def _open(path: Path, pruning: list[tuple[str, str, Any]]) -> tuple[Any, int, list[Any]] | None:
+def _open(path: LakePath, pruning: list[tuple[str, str, Any]]) -> tuple[Any, int, list[Any]] | None:
     """(Arrow dataset of the files `pruning` keeps, Delta version, Delta schema fields), None without a
     table. `pruning`: partition values exactly, other columns by the files' min/max statistics.
 
-    Arrow's own local filesystem, rooted at the table, not deltalake's (`table_files.local_files`)."""
+    Arrow's own local filesystem, rooted at the table, not deltalake's (`table_files.table_files`)."""
     if not (path / "_delta_log").is_dir():
         return None
     import pyarrow as pa
-    from deltalake import DeltaTable
     from deltalake.exceptions import DeltaError
 
-    from placsp_provider.table_files import local_files, with_string_views
+    from placsp_provider.lake_storage import open_table
+    from placsp_provider.table_files import table_files, with_string_views
 
     try:
-        delta = DeltaTable(str(path))
-        files = local_files(delta, pruning)
+        delta = open_table(path)
+        files = table_files(delta, pruning)
         # Strings as `string_view`: DuckDB then reads files of both engines (table_files).
-        source = local_files(delta, pruning, schema=with_string_views(files.schema))
+        source = table_files(delta, pruning, schema=with_string_views(files.schema))
         return source, delta.version(), list(delta.schema().fields)
     except (DeltaError, pa.ArrowException, OSError) as err:
         raise QualityTableError(path, _reason(err)) from err

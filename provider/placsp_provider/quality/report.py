@@ -16,6 +16,7 @@ from typing import Any
 
 from placsp_provider import extras
 from placsp_provider.bronze.landing import write_text_atomically
+from placsp_provider.lake_storage import LakePath
 from placsp_provider.quality.contract import CONTRACT_TABLES, load_contracts
 from placsp_provider.quality.engine import SCHEMA_RULE_SUFFIX
 from placsp_provider.quality.results import latest_results
@@ -25,7 +26,7 @@ from placsp_provider.quality.volume import daily_counts, forecast_band, is_anoma
 CHART_DAYS = 365
 
 
-def build_report(lake: str | Path, dataset: str, *, contracts_dir: str | None = None) -> str:
+def build_report(lake: str | LakePath, dataset: str, *, contracts_dir: str | None = None) -> str:
     contracts = load_contracts(CONTRACT_TABLES, contracts_dir)
     latest = {(r["table_name"], r["rule_id"]): r for r in latest_results(lake, dataset)}
     counts = daily_counts(lake, dataset)
@@ -70,7 +71,7 @@ def build_report(lake: str | Path, dataset: str, *, contracts_dir: str | None = 
     )
 
 
-def write_report(lake: str | Path, dataset: str, out: str | Path, *, contracts_dir: str | None = None) -> Path:
+def write_report(lake: str | LakePath, dataset: str, out: str | Path, *, contracts_dir: str | None = None) -> Path:
     path = Path(out)
     write_text_atomically(path, build_report(lake, dataset, contracts_dir=contracts_dir))
     return path

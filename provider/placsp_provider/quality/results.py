@@ -12,10 +12,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import asdict
 from datetime import datetime
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from placsp_provider.lake import quality_results_path
+from placsp_provider.lake import quality_results_path, resolve_lake
+from placsp_provider.lake_storage import LakePath
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -48,10 +48,12 @@ def schema() -> pa.Schema:
     )
 
 
-def append_results(lake: str | Path, run_id: str, results: Iterable[RuleResult], checked_at: datetime) -> int:
+def append_results(lake: str | LakePath, run_id: str, results: Iterable[RuleResult], checked_at: datetime) -> int:
     """Append the results of one check; returns the rows written."""
     import pyarrow as pa
     from deltalake import write_deltalake
+
+    from placsp_provider.lake_storage import delta_options, uri
 
     # A row is the result's fields under the table's column names (`content`, `description` not kept).
     rows = [
@@ -61,21 +63,23 @@ def append_results(lake: str | Path, run_id: str, results: Iterable[RuleResult],
     if not rows:
         return 0
     batch = pa.Table.from_pylist(rows, schema=schema())
-    write_deltalake(str(quality_results_path(Path(lake))), batch, mode="append", partition_by=["dataset"])
+    path = quality_results_path(resolve_lake(lake))
+    options = delta_options(path) or None
+    write_deltalake(uri(path), batch, mode="append", partition_by=["dataset"], storage_options=options)
     return len(rows)
 
 
-def latest_results(lake: str | Path, dataset: str) -> list[dict[str, Any]]:
+def latest_results(lake: str | LakePath, dataset: str) -> list[dict[str, Any]]:
     """The newest row of every rule of a dataset (empty when no check has run)."""
     import duckdb
-    from deltalake import DeltaTable
 
-    from placsp_provider.table_files import local_files
+    from placsp_provider.lake_storage import open_table
+    from placsp_provider.table_files import table_files
 
-    path = quality_results_path(Path(lake))
+    path = quality_results_path(resolve_lake(lake))
     if not (path / "_delta_log").is_dir():
         return []
-    source = local_files(DeltaTable(str(path)), [("dataset", "=", dataset)])
+    source = table_files(open_table(path), [("dataset", "=", dataset)])
     with duckdb.connect() as con:
         con.register("results", source)
         cursor = con.execute(

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from datetime import date
-from pathlib import Path
 from typing import Any
 
+from placsp_provider.lake_storage import LakePath
 from placsp_provider.quality.contract import CONTRACT_TABLES
 from placsp_provider.quality.engine import CheckReport, CheckRequest, failure_message, run_checks
 from placsp_provider.quality.results import append_results
@@ -50,7 +50,7 @@ class DatasetCheck:
 
 
 def check_dataset(
-    lake: str | Path,
+    lake: str | LakePath,
     dataset: str,
     *,
     run_id: str | None,

@@ -20,13 +20,13 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from datetime import UTC, date, datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 from placsp_provider import extras
 from placsp_provider.bronze.landing import write_text_atomically
 from placsp_provider.errors import ConfigError, PlacspError
-from placsp_provider.lake import volume_model_path
+from placsp_provider.lake import resolve_lake, volume_model_path
+from placsp_provider.lake_storage import LakePath
 from placsp_provider.quality.engine import RuleResult, open_partition
 
 MODEL_FORMAT = 1
@@ -142,7 +142,7 @@ def is_anomaly(count: float, lower: float, upper: float) -> bool:
 
 
 # -- the series ------------------------------------------------------------------------------------
-def daily_counts(lake: str | Path, dataset: str) -> dict[date, int]:
+def daily_counts(lake: str | LakePath, dataset: str) -> dict[date, int]:
     """Entries of a dataset by UTC day of `updated` (reads that one column of the dataset's partition)."""
     import pyarrow as pa
     import pyarrow.compute as pc
@@ -166,12 +166,12 @@ def history(counts: dict[date, int], day: date, training_days: int) -> list[tupl
 
 
 # -- the model -------------------------------------------------------------------------------------
-def model_path(lake: str | Path, dataset: str) -> Path:
-    return volume_model_path(Path(lake), dataset)
+def model_path(lake: str | LakePath, dataset: str) -> LakePath:
+    return volume_model_path(resolve_lake(lake), dataset)
 
 
 def check_day(
-    lake: str | Path,
+    lake: str | LakePath,
     dataset: str,
     day: date,
     config: VolumeConfig | None = None,
@@ -216,7 +216,7 @@ def check_day(
     )
 
 
-def _load(path: Path, config: VolumeConfig, day: date) -> dict[str, Any] | None:
+def _load(path: LakePath, config: VolumeConfig, day: date) -> dict[str, Any] | None:
     """The stored model if it can judge `day` (fresh enough, same settings, never trained on `day`)."""
     if not path.is_file():
         return None
@@ -275,7 +275,7 @@ def _fit(series: list[tuple[date, int]], config: VolumeConfig, dataset: str) -> 
     }
 
 
-def forecast_band(lake: str | Path, dataset: str, days: list[date]) -> list[tuple[date, float, float, float]]:
+def forecast_band(lake: str | LakePath, dataset: str, days: list[date]) -> list[tuple[date, float, float, float]]:
     """(day, lower, predicted, upper) of the stored model over `days` (for the report's chart)."""
     path = model_path(lake, dataset)
     if not path.is_file() or not days or extras.missing("prophet", "volume"):
@@ -306,7 +306,7 @@ def _quiet() -> Iterator[None]:
         yield
 
 
-def _save(path: Path, stored: dict[str, Any]) -> None:
+def _save(path: LakePath, stored: dict[str, Any]) -> None:
     try:
         write_text_atomically(path, json.dumps(stored))
     except OSError as err:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from datetime import timedelta
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseSensorOperator, Context, PokeReturnValue
@@ -17,6 +16,7 @@ from placsp_provider.dead_letters import stats
 from placsp_provider.dead_letters.stats import DeadLetterCounts, DeadLetterQuery, ThresholdCheck
 from placsp_provider.errors import PlacspError
 from placsp_provider.lake import resolve_lake, run_summary_path
+from placsp_provider.lake_storage import LakePath
 from placsp_provider.lineage import sensor as sensor_lineage
 from placsp_provider.operators.links import RunbookLink
 
@@ -214,7 +214,7 @@ class DeadLetterThresholdSensor(BaseSensorOperator):
     get_openlineage_facets_on_failure = get_openlineage_facets_on_complete
 
 
-def _summary_file(query: DeadLetterQuery) -> Path:
+def _summary_file(query: DeadLetterQuery) -> LakePath:
     """The Silver run summary a scope `run` check waits for."""
     assert query.dataset is not None and query.run_id is not None
-    return run_summary_path(Path(query.lake), query.dataset, query.run_id)
+    return run_summary_path(resolve_lake(query.lake), query.dataset, query.run_id)

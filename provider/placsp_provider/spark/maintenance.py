@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 from placsp_provider.errors import PlacspError
 from placsp_provider.ingest.tables import has_commit
 from placsp_provider.lake import LAKE_TABLES, maintenance_summary_path, table_path
+from placsp_provider.lake_storage import LakePath, local_lake
 from placsp_provider.spark.session import session_conf
 from placsp_provider.spark.silver_merge import is_commit_conflict
 
@@ -34,14 +35,16 @@ VACUUM_LISTING_TASKS = 8
 _LISTING_TASKS_CONF = "spark.sql.sources.parallelPartitionDiscovery.parallelism"
 
 
-def maintain_tables(spark: SparkSession, lake: Path, tables: Sequence[str] = LAKE_TABLES) -> dict[str, dict[str, int]]:
+def maintain_tables(
+    spark: SparkSession, lake: LakePath, tables: Sequence[str] = LAKE_TABLES
+) -> dict[str, dict[str, int]]:
     """`OPTIMIZE` (compaction) then `VACUUM` (Delta's retention: 7 days unless the table says otherwise)
     of each table; per table, what changed on disk. The rows readers see stay the same."""
     from delta.tables import DeltaTable
 
     done: dict[str, dict[str, int]] = {}
     for n, table in enumerate(tables, 1):
-        path = table_path(lake, table)
+        path = local_lake(table_path(lake, table), "table maintenance (Spark)")
         if not has_commit(path):
             log.info("table %s (%d of %d): not created yet, nothing to do", table, n, len(tables))
             continue
@@ -108,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
     except PlacspError as err:  # a commit conflict: one line for the task log, no stack
         print(f"ERROR {err}", file=sys.stderr)
         return 1
-    path = maintenance_summary_path(args.lake, args.run_id)
+    path = local_lake(maintenance_summary_path(args.lake, args.run_id), "table maintenance (Spark)")
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp")
     tmp.write_text(json.dumps(done, indent=2, sort_keys=True))

@@ -47,6 +47,7 @@ from placsp_provider.ingest.engines import SPARK_DELTA_RS, engine_parts
 from placsp_provider.ingest.request import IngestRequest, manifest_pages
 from placsp_provider.ingest.run import prepare_tables, staged
 from placsp_provider.lake import SILVER_TABLES, replay_summary_path, staging_dir
+from placsp_provider.lake_storage import LakePath, local_lake
 from placsp_provider.settings import REPLAY_MAX_ATTEMPTS, REPLAY_MAX_RECORDS
 from placsp_provider.spark.routing import RECORD_KINDS, REPLAY_INPUT_COLUMNS
 from placsp_provider.spark.session import get_session, session_conf
@@ -65,7 +66,7 @@ class ReplayRequest:
     """Which dead letters to replay and how. Dates are UTC days of `processing_timestamp`, both inclusive."""
 
     dataset: str
-    lake: Path
+    lake: LakePath
     run_id: str
     stages: tuple[str, ...] = ()
     error_types: tuple[str, ...] = ()
@@ -177,7 +178,7 @@ def select(spark: SparkSession, request: ReplayRequest) -> Selection:
 def run_replay(spark: SparkSession, request: ReplayRequest) -> dict[str, Any]:
     """Select, re-parse, MERGE and mark; return the summary (dry run: the same summary, nothing written)."""
     ds = get_dataset(request.dataset)
-    lake = request.lake.resolve()
+    lake = local_lake(request.lake, "the dead-letter replay (Spark)").resolve()
     started = datetime.now(UTC).replace(microsecond=0)
     prepare_tables(SparkParser(spark), lake, ds.key)
     silver: dict[str, Any] = {}
@@ -259,7 +260,7 @@ _BECAME = ("entries", "tombstones", "dead_letters")
 
 
 def _merge_records(
-    ds: Dataset, lake: Path, request: ReplayRequest, folder: Path, reparsed: list[Row], started: datetime
+    ds: Dataset, lake: LakePath, request: ReplayRequest, folder: Path, reparsed: list[Row], started: datetime
 ) -> dict[str, Any]:
     """The recovered records' staged rows written into Silver under the ingest's rules, by the
     writer of rows (`ingest.engines.row_writer`: delta-rs, from the driver). A replay holds at most
@@ -290,7 +291,7 @@ def _merge_records(
 def _replay_files(
     spark: SparkSession,
     ds: Dataset,
-    lake: Path,
+    lake: LakePath,
     request: ReplayRequest,
     letters: list[Selected],
     outcomes: dict[str, Outcome],
@@ -341,7 +342,7 @@ def _replay_files(
 
 
 def _mark(
-    lake: Path, dataset: str, run_id: str, outcomes: list[Outcome], records: dict[str, str], at: datetime
+    lake: LakePath, dataset: str, run_id: str, outcomes: list[Outcome], records: dict[str, str], at: datetime
 ) -> None:
     """Record every outcome on its dead letter, only if nobody changed it since it was selected, its
     record included (a person's fix written meanwhile is replayed next time; by delta-rs:
@@ -442,7 +443,7 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _write_json(path: Path, summary: dict[str, Any]) -> None:
+def _write_json(path: LakePath, summary: dict[str, Any]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(summary, indent=2, sort_keys=True, default=str))
 

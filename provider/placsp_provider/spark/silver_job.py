@@ -22,6 +22,7 @@ from placsp_provider.ingest.batch import StagedBatch
 from placsp_provider.ingest.request import IngestRequest
 from placsp_provider.ingest.staging import lake_relative
 from placsp_provider.lake import DEAD_LETTER_TABLE, SILVER_TABLES
+from placsp_provider.lake_storage import LakePath
 from placsp_provider.spark.page_tasks import page_task_split
 from placsp_provider.spark.routing import stage_pages, table_spark_schema
 
@@ -50,7 +51,7 @@ class _Session:
 class SparkParser(_Session):
     """Pages parsed and staged by Spark's tasks (`routing.stage_pages`), on every core or executor."""
 
-    def stage(self, dataset: Dataset, lake: Path, pages: list[LandedPage], folder: Path) -> list[Mapping[str, Any]]:
+    def stage(self, dataset: Dataset, lake: LakePath, pages: list[LandedPage], folder: Path) -> list[Mapping[str, Any]]:
         files = [str(lake / p.file) for p in pages]
         with page_task_split(self.spark, files) as plan:  # tasks sized so the cores finish together
             if plan is not None:
@@ -65,7 +66,7 @@ class SparkParser(_Session):
                     raise
                 raise bronze from err
 
-    def create_tables(self, lake: Path, dataset: str) -> None:
+    def create_tables(self, lake: LakePath, dataset: str) -> None:
         from placsp_provider.spark.tables import ensure_tables
 
         ensure_tables(self.spark, lake)
@@ -128,7 +129,7 @@ _FILE_GONE = re.compile(
 )
 
 
-def _page_gone_error(err: Exception, dataset: str, lake: Path) -> BronzePageError | None:
+def _page_gone_error(err: Exception, dataset: str, lake: LakePath) -> BronzePageError | None:
     """A page removed after the run checked Bronze, from the text of Spark's own exception (its
     listing checks each named file, and the JVM checks each listed file again before a worker reads
     it): raised as the provider's error, so the user's first line is the message and not a JVM stack.

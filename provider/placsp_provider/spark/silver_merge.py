@@ -9,12 +9,12 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor, wait
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from placsp_provider.ingest import retry, rules
 from placsp_provider.ingest.rules import BUSINESS_KEYS
 from placsp_provider.lake import CHILD_TABLES, table_path
+from placsp_provider.lake_storage import LakePath
 from placsp_provider.spark.tables import spark_table_schema
 
 if TYPE_CHECKING:
@@ -61,7 +61,7 @@ def _execute(merge: Any) -> dict[str, int]:
     return {name: int(row[column] or 0) for name, column in _MERGE_COUNTS.items()}
 
 
-def _delta(spark: SparkSession, lake: Path, table: str) -> Any:
+def _delta(spark: SparkSession, lake: LakePath, table: str) -> Any:
     from delta.tables import DeltaTable
 
     return DeltaTable.forPath(spark, str(table_path(lake, table)))
@@ -95,7 +95,7 @@ def winners(entries: DataFrame) -> DataFrame:
 
 def merge_silver(
     spark: SparkSession,
-    lake: Path,
+    lake: LakePath,
     dataset: str,
     rows: dict[str, DataFrame],
     run_id: str,
@@ -253,7 +253,7 @@ def _known_empty(sizes: Mapping[str, int] | None, table: str) -> bool:
 
 
 def _insert_tombstones(
-    spark: SparkSession, lake: Path, dataset: str, batch: DataFrame, stamp: dict, sizes: Mapping[str, int] | None
+    spark: SparkSession, lake: LakePath, dataset: str, batch: DataFrame, stamp: dict, sizes: Mapping[str, int] | None
 ) -> dict[str, int]:
     if _known_empty(sizes, "tombstones"):
         return nothing_changed()
@@ -265,7 +265,7 @@ def _insert_tombstones(
 
 def _apply_tombstones(
     spark: SparkSession,
-    lake: Path,
+    lake: LakePath,
     dataset: str,
     batch: DataFrame,
     versions: DataFrame | None,
@@ -308,13 +308,13 @@ def _apply_tombstones(
 
 
 def insert_only(
-    spark: SparkSession, lake: Path, table: str, dataset: str, df: DataFrame, keys: tuple[str, ...]
+    spark: SparkSession, lake: LakePath, table: str, dataset: str, df: DataFrame, keys: tuple[str, ...]
 ) -> dict[str, int]:
     fresh = _conform(df, table).dropDuplicates(list(keys))
     return _execute(_merge(_delta(spark, lake, table), fresh, keys, dataset).whenNotMatchedInsertAll())
 
 
-def record_reconciliation(spark: SparkSession, lake: Path, dataset: str, df: DataFrame) -> dict[str, int]:
+def record_reconciliation(spark: SparkSession, lake: LakePath, dataset: str, df: DataFrame) -> dict[str, int]:
     """One row per Bronze file, its latest outcome: a reprocessed file that now adds up turns from
     quarantined to reconciled; an identical rerun changes nothing."""
     merge = _merge(_delta(spark, lake, "reconciliation"), _conform(df, "reconciliation"), ("source_file",), dataset)

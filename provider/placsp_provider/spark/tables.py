@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from placsp_provider.ingest.tables import add_missing_columns, has_commit, table_schema
 from placsp_provider.lake import LAKE_TABLES, table_path
+from placsp_provider.lake_storage import LakePath, local_lake
 from placsp_provider.spark.routing import spark_schema
 
 if TYPE_CHECKING:
@@ -33,12 +34,13 @@ ABANDONED_CREATION_SECONDS = 30.0
 CREATE_ATTEMPTS = 6
 
 
-def ensure_tables(spark: SparkSession, lake: Path) -> None:
+def ensure_tables(spark: SparkSession, lake: LakePath) -> None:
     """Create every table that does not exist yet, and add the columns a table of an earlier release
     lacks: idempotent, safe against concurrent creators (two ingests of a fresh lake) and against a
     creation that was killed half-way."""
+    local = local_lake(lake, "creating tables with Spark")
     for table in LAKE_TABLES:
-        _ensure_table(spark, table, table_path(lake, table))
+        _ensure_table(spark, table, local_lake(table_path(local, table), "creating tables with Spark"))
     add_missing_columns(lake)
 
 

@@ -1,0 +1,226 @@
+"""Where the lake's bytes live: a local folder, or an object store (`s3://bucket/prefix`).
+
+A lake path is a `pathlib.Path` on local disk and an `S3LakePath` (a universal_pathlib path over
+obstore, the Rust `object_store` crate that delta-rs uses too) on S3, so the code that walks the lake
+(`lake.py`'s layout) is the same for both. What differs is said here, once:
+
+- writing an object once: a local rename of a durable temp file, or an S3 PUT with `If-None-Match: *`
+  (`put_new`): a page object is whole or absent, and a concurrent run never overwrites it;
+- opening a Delta table (`delta_options`, `open_table`) and reading its files through Arrow's own
+  filesystems (`arrow_filesystem`): never a Python filesystem Arrow's threads call back into
+  (decision 0029);
+- the scratch folder of downloads, which is always local (`scratch_dir`).
+
+Credentials are never part of a lake URI or a path: obstore, delta-rs, Arrow and Spark's s3a all read
+the standard `AWS_*` environment (`AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, `AWS_REGION`,
+`AWS_ENDPOINT_URL`, `AWS_ALLOW_HTTP`), which the operators fill from an Airflow connection
+(`hooks.lake.LakeConnectionHook`); none of them is ever logged or written (tests/s3).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import tempfile
+from collections.abc import Iterator
+from functools import lru_cache
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeAlias, TypeGuard
+from urllib.parse import urlsplit
+
+from placsp_provider.errors import ConfigError
+
+if TYPE_CHECKING:
+    from upath import UPath
+
+    LakePath: TypeAlias = Path | UPath
+else:
+    LakePath: TypeAlias = Any
+
+OBJECT_STORE_SCHEMES = ("s3",)
+
+
+def is_object_store_uri(value: str) -> bool:
+    """True for `s3://...`; a ConfigError for any other URI scheme (gs://, abfss://, http://): only
+    local paths and S3 (AWS or an S3-compatible store) are supported."""
+    scheme = urlsplit(value).scheme.lower() if "://" in value else ""
+    if not scheme:
+        return False
+    if scheme in OBJECT_STORE_SCHEMES:
+        return True
+    raise ConfigError(
+        f"lake {value!r}: the {scheme}:// scheme is not supported; use a local path or s3://bucket/prefix "
+        "(S3 or an S3-compatible store)"
+    )
+
+
+def lake_path(value: str) -> LakePath:
+    """A path of the lake given as text (a manifest in XCom, a CLI argument): `s3://...` or local."""
+    return object_store_lake(value) if is_object_store_uri(value) else Path(value).expanduser()
+
+
+def object_store_lake(uri: str) -> LakePath:
+    """The lake root `s3://bucket/prefix` as a path (no credentials in it: see the module docstring)."""
+    parts = urlsplit(uri)
+    if not parts.netloc or parts.query or parts.fragment or "@" in parts.netloc:
+        raise ConfigError(
+            f"lake {_redacted(uri)!r}: an S3 lake is s3://bucket/prefix, with no user, query or fragment "
+            "(credentials come from the lake connection or the AWS_* environment)"
+        )
+    return _s3_path_class()(f"s3://{parts.netloc}/{parts.path.strip('/')}".rstrip("/"), protocol="s3")
+
+
+def is_local(path: LakePath) -> TypeGuard[Path]:
+    return isinstance(path, Path)
+
+
+def local_lake(path: LakePath, what: str) -> Path:
+    """`path` (the lake or a path in it) for a part that needs a local (or mounted) lake; a
+    ConfigError naming the part on S3."""
+    if is_local(path):
+        return path
+    raise ConfigError(
+        f"lake path {uri(path)}: {what} needs a local (or mounted) lake; on an S3 lake it is not supported yet "
+        '(docs/architecture.md, "Lakes on S3")'
+    )
+
+
+def uri(path: LakePath) -> str:
+    """What delta-rs, Arrow and the lineage call the path: a POSIX path, or `s3://bucket/key`."""
+    return str(path)
+
+
+def put_new(path: LakePath, data: bytes) -> bool:
+    """Write the object at `path` unless one is already there; True when this call wrote it. Whole or
+    not at all, and never over another writer's object (S3: a conditional PUT). Local lakes land
+    through `bronze.landing` (a durable temp file renamed), which this is the S3 half of."""
+    import obstore
+    from obstore.exceptions import AlreadyExistsError
+
+    store, key = _store_and_key(path)
+    try:
+        obstore.put(store, key, data, mode="create")
+    except AlreadyExistsError:
+        return False
+    return True
+
+
+def read_object(object_uri: str) -> bytes:
+    """The bytes of `s3://bucket/key` (a FileNotFoundError when there is none)."""
+    import obstore
+
+    parts = urlsplit(object_uri)
+    try:
+        return bytes(obstore.get(_s3_store(parts.netloc), parts.path.lstrip("/")).bytes())
+    except FileNotFoundError:
+        raise
+    except Exception as err:  # obstore's errors: a transport or permission failure reads as an OSError
+        if type(err).__name__ == "NotFoundError":
+            raise FileNotFoundError(2, "no such object", object_uri) from err
+        raise OSError(f"{type(err).__name__}: {str(err).splitlines()[0][:300] if str(err) else ''}") from err
+
+
+@contextlib.contextmanager
+def local_copy(path: LakePath) -> Iterator[Path]:
+    """A local file holding the bytes of `path`: the file itself on a local lake, else a temp copy
+    (removed at the end) for the readers that stream a file from disk (the page scanner)."""
+    if is_local(path):
+        yield path
+        return
+    with tempfile.NamedTemporaryFile(prefix="placsp-", suffix=f"-{path.name}") as tmp:
+        tmp.write(read_object(uri(path)))
+        tmp.flush()
+        yield Path(tmp.name)
+
+
+def delta_options(path: LakePath) -> dict[str, str]:
+    """delta-rs storage options for a table at `path`: on S3, commits use conditional PUTs, so two
+    writers never both commit the same version (no locking table needed)."""
+    return {} if is_local(path) else {"conditional_put": "etag"}
+
+
+def open_table(path: LakePath) -> Any:
+    """The `deltalake.DeltaTable` at `path`."""
+    from deltalake import DeltaTable
+
+    return DeltaTable(uri(path), storage_options=delta_options(path) or None)
+
+
+def arrow_filesystem(table_uri: str) -> Any:
+    """Arrow's own filesystem rooted at a Delta table (`table.table_uri`): local, or Arrow's C++ S3
+    client configured from the `AWS_*` environment (an S3-compatible endpoint included)."""
+    from urllib.parse import unquote
+
+    import pyarrow.fs as pafs
+
+    parts = urlsplit(table_uri)
+    if parts.scheme in ("", "file"):
+        return pafs.SubTreeFileSystem(unquote(parts.path), pafs.LocalFileSystem())
+    root = f"{parts.netloc}/{unquote(parts.path).strip('/')}"
+    return pafs.SubTreeFileSystem(root, _arrow_s3())
+
+
+def scratch_dir(lake: LakePath, *parts: str) -> Path:
+    """A local folder for a run's temp files (downloads) of the lake: in the lake itself when local
+    (the same filesystem, so landing is a rename), else under the machine's temp folder, named after
+    the lake so two lakes never share one."""
+    if isinstance(lake, Path):
+        return lake.joinpath(*parts)
+    base = Path(os.environ.get("PLACSP_SCRATCH") or tempfile.gettempdir()) / "placsp-scratch"
+    return base.joinpath(hashlib.sha256(uri(lake).encode()).hexdigest()[:16], *parts)
+
+
+# -- S3 ---------------------------------------------------------------------------------------------
+def _store_and_key(path: LakePath) -> tuple[Any, str]:
+    parts = urlsplit(uri(path))
+    return _s3_store(parts.netloc), parts.path.lstrip("/")
+
+
+@lru_cache(maxsize=8)
+def _s3_store(bucket: str) -> Any:
+    from obstore.store import S3Store
+
+    # Configured from the AWS_* environment (obstore's default), as delta-rs is: an http:// endpoint
+    # (an S3-compatible store on premises) must be allowed with AWS_ALLOW_HTTP=true.
+    return S3Store(bucket)
+
+
+@lru_cache(maxsize=1)
+def _filesystem() -> Any:
+    from obstore.fsspec import FsspecStore
+
+    return FsspecStore("s3")
+
+
+@lru_cache(maxsize=1)
+def _s3_path_class() -> Any:
+    from upath.implementations.cloud import S3Path
+
+    class S3LakePath(S3Path):
+        """An `s3://` path whose filesystem is obstore's (credentials from the environment)."""
+
+        _protocol_dispatch = False
+
+        @classmethod
+        def _fs_factory(cls, urlpath: str, protocol: str, storage_options: Any) -> Any:
+            del urlpath, protocol, storage_options
+            return _filesystem()
+
+    return S3LakePath
+
+
+def _arrow_s3() -> Any:
+    import pyarrow.fs as pafs
+
+    endpoint = os.environ.get("AWS_ENDPOINT_URL")
+    options: dict[str, Any] = {"region": os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")}
+    if endpoint:
+        parts = urlsplit(endpoint)
+        options.update(endpoint_override=parts.netloc, scheme=parts.scheme or "https", force_virtual_addressing=False)
+    return pafs.S3FileSystem(**{k: v for k, v in options.items() if v is not None})
+
+
+def _redacted(value: str) -> str:
+    parts = urlsplit(value)
+    return f"{parts.scheme}://{parts.hostname or ''}{parts.path}"

@@ -1,0 +1,132 @@
+"""A real S3-compatible server for the tests: SeaweedFS (Apache-2.0), its `weed` binary built once from
+the Go module proxy and cached under `.cache/seaweedfs/` (about 6 minutes on 2 cores, a no-op after),
+started on 127.0.0.1 with fresh ports and a data folder of the test session's own.
+
+`go install ...@version` refuses the module (its go.mod has replace directives), so the module is
+downloaded and `./weed` built in a writable copy. `python -m tests.s3.seaweedfs build` builds it ahead
+(the Makefile does, before pytest).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+VERSION = "v0.0.0-20261109003541-7506e5f91cd6"  # github.com/seaweedfs/seaweedfs, as the proxy resolves it
+MODULE = "github.com/seaweedfs/seaweedfs"
+CACHE = Path(__file__).resolve().parents[2] / ".cache" / "seaweedfs"
+READY_SECONDS = 90
+
+
+def binary() -> Path:
+    """The cached `weed` binary, built first if missing."""
+    target = CACHE / f"weed-{VERSION}"
+    if target.is_file():
+        return target
+    go = shutil.which("go") or "/usr/local/go/bin/go"
+    CACHE.mkdir(parents=True, exist_ok=True)
+    print(f"building SeaweedFS {VERSION} from the Go module proxy (once; about 6 minutes)", file=sys.stderr)
+    started = time.monotonic()
+    listing = subprocess.run([go, "mod", "download", "-json", f"{MODULE}@{VERSION}"], check=True, capture_output=True)
+    source = Path(json.loads(listing.stdout)["Dir"])
+    with tempfile.TemporaryDirectory(dir=CACHE) as work:
+        copy = Path(work) / "src"
+        shutil.copytree(source, copy)
+        for path in [copy, *copy.rglob("*")]:
+            path.chmod(path.stat().st_mode | 0o200)
+        partial = Path(work) / "weed"
+        subprocess.run([go, "build", "-o", str(partial), "./weed"], cwd=copy, check=True)
+        partial.replace(target)  # whole or absent: a build killed half-way leaves no binary
+    print(f"built {target.name} in {time.monotonic() - started:.0f} s", file=sys.stderr)
+    return target
+
+
+@dataclass
+class S3Server:
+    endpoint: str
+    process: subprocess.Popen
+    data: Path
+    log: Path
+
+    def create_bucket(self, name: str) -> str:
+        request = urllib.request.Request(f"{self.endpoint}/{name}", method="PUT")
+        with urllib.request.urlopen(request, timeout=30) as reply:
+            assert reply.status == 200, reply.status
+        return name
+
+    def stop(self) -> None:
+        self.process.terminate()
+        try:
+            self.process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+
+def start(data: Path) -> S3Server:
+    """`weed server -s3` on 127.0.0.1, ready to serve (an S3 GET answers)."""
+    data.mkdir(parents=True, exist_ok=True)
+    s3, master, volume, filer = _free_ports(4)
+    log = data / "weed.log"
+    args = [
+        str(binary()),
+        "server",
+        f"-dir={data}",
+        "-ip=127.0.0.1",
+        "-ip.bind=127.0.0.1",
+        f"-master.port={master}",
+        f"-volume.port={volume}",
+        f"-filer.port={filer}",
+        "-s3",
+        f"-s3.port={s3}",
+        "-volume.max=20",
+    ]
+    with log.open("wb") as out:
+        process = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    server = S3Server(f"http://127.0.0.1:{s3}", process, data, log)
+    deadline = time.monotonic() + READY_SECONDS
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"weed server exited ({process.returncode}):\n{log.read_text()[-3000:]}")
+        try:
+            server.create_bucket("ready-check")
+            return server
+        except OSError:
+            time.sleep(0.5)
+    server.stop()
+    raise RuntimeError(f"weed server not ready after {READY_SECONDS} s:\n{log.read_text()[-3000:]}")
+
+
+def _free_ports(n: int) -> list[int]:
+    """`n` free ports whose gRPC twins (port + 10000, SeaweedFS's default) are free too."""
+    ports: list[int] = []
+    while len(ports) < n:
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+        if port + 10000 < 65536 and port not in ports and _free(port + 10000):
+            ports.append(port)
+    return ports
+
+
+def _free(port: int) -> bool:
+    with socket.socket() as probe:
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+if __name__ == "__main__" and sys.argv[1:] == ["build"]:
+    print(binary())
+    os._exit(0)
