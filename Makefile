@@ -12,7 +12,7 @@ JARS := .cache/spark-jars/.fetched
 LIVE ?=
 DATE ?=
 
-.PHONY: demo test test-fast system-test system-deps bench lint install jars class-archive clean
+.PHONY: demo test test-fast system-test system-deps s3-server bench lint install jars class-archive clean
 
 $(PY):
 	@$(PYTHON) -c 'import sys; assert sys.version_info[:2] == (3, 11), f"Python 3.11 needed, found {sys.version}"'
@@ -41,8 +41,13 @@ demo: $(INSTALLED) jars
 	$(PY) -m placsp_provider.demo.run $(if $(LIVE),--live) $(if $(DATE),--date $(DATE))
 
 # CI = `make test`: every test, the system test included (tests/system, marker `system`).
-test: lint $(INSTALLED) jars system-deps
+test: lint $(INSTALLED) jars system-deps s3-server
 	$(PY) -m pytest --durations=25
+
+# The S3-compatible server of tests/s3 (SeaweedFS, Apache-2.0): built once from the Go module proxy
+# into .cache/seaweedfs (about 6 minutes on 2 cores), a no-op after.
+s3-server: $(INSTALLED)
+	$(PY) -m tests.s3.seaweedfs build
 
 # The deployed shape (PostgreSQL, Airflow's services, Spark standalone, Chromium): tests/system.
 system-test: lint $(INSTALLED) jars system-deps

@@ -56,7 +56,12 @@ def get_provider_info() -> dict[str, Any]:
                 "tags": ["software"],
             }
         ],
-        "hooks": [{"integration-name": "PLACSP", "python-modules": ["placsp_provider.hooks.placsp"]}],
+        "hooks": [
+            {
+                "integration-name": "PLACSP",
+                "python-modules": ["placsp_provider.hooks.placsp", "placsp_provider.hooks.lake"],
+            }
+        ],
         "operators": [
             {
                 "integration-name": "PLACSP",

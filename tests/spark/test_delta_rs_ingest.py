@@ -16,6 +16,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from deltalake import DeltaTable
 
 from placsp_provider.datasets import get_dataset
 from placsp_provider.ingest import engines
@@ -203,9 +204,16 @@ def test_the_engine_is_delta_rs_only_for_a_small_batch_into_existing_tables(spar
     monkeypatch.setenv(engines.WRITE_MAX_MB_ENV, "0.001")  # the page is larger than 1 KB
     assert engines.choose_engine(request) == "spark"
     assert engines.ENGINE_PARTS[engines.choose_engine(request)][1] == "spark"
-    with pytest.raises(Exception, match="first ingest runs on Spark"):
-        run_ingest(request, "delta-rs")
+    # delta-rs creates a fresh lake's tables itself (an S3 lake, an install without Spark): the same
+    # columns, types, nullability and partitioning as the tables Spark creates.
+    fresh = tmp_path / "fresh"
+    shutil.copytree(lake, fresh)
+    run_ingest(IngestRequest(ds, fresh, "r1"), "delta-rs")
     run_ingest(request, "spark", spark=spark)
+    for table in LAKE_TABLES:
+        by_spark, by_delta_rs = DeltaTable(str(table_path(lake, table))), DeltaTable(str(table_path(fresh, table)))
+        assert by_delta_rs.schema() == by_spark.schema(), table
+        assert by_delta_rs.metadata().partition_columns == by_spark.metadata().partition_columns == ["dataset"]
     land(lake, "agregadas", {"b.atom": page([(2, day(4))])}, "2022-01-04")
     assert engines.choose_engine(request) == "delta-rs"
     monkeypatch.setenv(engines.MAX_MB_ENV, "0.001")
