@@ -35,8 +35,8 @@ COPY --chown=airflow:0 requirements/constraints.txt /opt/placsp/requirements/con
 COPY --chown=airflow:0 docker/check_lock.py /opt/placsp/docker/check_lock.py
 COPY --chown=airflow:0 provider/ /opt/placsp/provider/
 # Every version comes from the lock; naming apache-airflow as well keeps pip from replacing the base
-# image's Airflow. Editable, as in a checkout; the Spark jobs and the data contracts are inside the
-# package, found through it.
+# image's Airflow. Editable, as in a checkout; the DAGs, the Spark jobs and the data contracts are
+# inside the package, found through it.
 RUN --mount=type=cache,target=/tmp/.cache/pip,uid=50000,gid=0 \
     pip install -c /opt/placsp/requirements/constraints.txt "apache-airflow==${AIRFLOW_VERSION}" -e "/opt/placsp[all]" \
     && python /opt/placsp/docker/check_lock.py /opt/placsp/requirements/constraints.txt \
@@ -46,6 +46,7 @@ RUN --mount=type=cache,target=/tmp/.cache/pip,uid=50000,gid=0 \
 RUN --mount=type=cache,target=/opt/placsp/ivy,uid=50000,gid=0 \
     python -m placsp_provider.spark.jars fetch
 
+# The DAG folder: one import line per DAG of the package installed above (placsp_provider/dags).
 COPY --chown=airflow:0 dags/ /opt/placsp/dags/
 COPY --chown=airflow:0 include/ /opt/placsp/include/
 # The Spark driver's class archive (placsp_provider/spark/class_archive.py): every Silver task's JVM

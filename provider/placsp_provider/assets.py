@@ -3,7 +3,7 @@
 An Asset's URI is `file://` + the table's absolute path: the OpenLineage dataset (namespace `file`,
 name the absolute path, lineage/naming.py) written as a URI, so the Assets view and the lineage
 catalogue show one node per table. Tasks that write a table declare it as an outlet; a DAG scheduled
-on `silver_asset("entries")` runs after each Silver update (dags/placsp_silver_entries_export.py).
+on `silver_asset("entries")` runs after each Silver update (placsp_provider/dags/placsp_silver_entries_export.py).
 
 Only `airflow.sdk` and the naming helper are imported: DAG files import this at parse time.
 """

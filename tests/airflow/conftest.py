@@ -1,13 +1,18 @@
 from __future__ import annotations
 
 import json
-import os
+import pkgutil
 import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+import placsp_provider.dags
+
+# The provider's DAGs, one module each (dags/ of the repository holds one import line per DAG).
+DAG_NAMES = sorted(m.name for m in pkgutil.iter_modules(placsp_provider.dags.__path__))
 
 
 @pytest.fixture(scope="session")
@@ -33,13 +38,16 @@ def set_connection(monkeypatch: pytest.MonkeyPatch, base_url: str, **extras: obj
 
 
 def load_dag(name: str, *, for_dag_test: bool = True):
-    import importlib.util
+    """The DAG of `placsp_provider.dags.<name>`, defined afresh: the module runs again, as the DAG
+    processor parses each file in a fresh process, so what it reads at parse time (severity, deadline,
+    schedule) comes from this test's environment."""
+    import importlib
 
-    path = Path(os.environ["AIRFLOW__CORE__DAGS_FOLDER"]) / f"{name}.py"
-    spec = importlib.util.spec_from_file_location(f"dag_{name}", path)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module_name = f"placsp_provider.dags.{name}"
+    if module_name in sys.modules:
+        module = importlib.reload(sys.modules[module_name])
+    else:
+        module = importlib.import_module(module_name)
     for task in module.dag.tasks if for_dag_test else ():
         # dag.test() would wait out real retry delays (minutes): a failure must show at once here.
         task.retries = 0

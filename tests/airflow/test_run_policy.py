@@ -1,7 +1,8 @@
-"""Alerting, retries, Assets, pools and the replay's approval step, as the DAG files declare them.
+"""Alerting, retries, Assets, pools and the replay's approval step, as the DAGs declare them.
 
-The DAGs are loaded from their files (no run); the failure paths that need Airflow's scheduler and
-triggerer (the Deadline Alert firing, the approval waiting in the UI) run in tests/system.
+The DAGs are loaded from their modules in placsp_provider.dags (no run); the failure paths that
+need Airflow's scheduler and triggerer (the Deadline Alert firing, the approval waiting in the UI)
+run in tests/system.
 """
 
 from __future__ import annotations
@@ -11,15 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.airflow.conftest import load_dag
-from tests.conftest import REPO
+from tests.airflow.conftest import DAG_NAMES, load_dag
 
 pytestmark = pytest.mark.unit
 
-DAG_IDS = sorted(p.stem for p in (REPO / "dags").glob("*.py"))
 
-
-@pytest.mark.parametrize("dag_id", DAG_IDS)
+@pytest.mark.parametrize("dag_id", DAG_NAMES)
 def test_every_task_of_every_dag_alerts_on_failure_and_does_not_retry_config_errors(dag_id: str) -> None:
     from placsp_provider.notifications import LogNotifier
 

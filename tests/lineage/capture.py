@@ -31,18 +31,13 @@ from pathlib import Path
 from typing import Any
 
 NAMESPACE = "placsp-test"
-# Module run in the child: load the DAG file, optionally keep some tasks (and their upstream), run
-# it, report the task states.
+# Module run in the child: import the DAG's module, optionally keep some tasks (and their upstream),
+# run it, report the task states.
 _CHILD = """
-import json, os, re, sys, importlib.util
+import json, sys, importlib
 from datetime import datetime
-from pathlib import Path
 name, logical, subset, conf = sys.argv[1], sys.argv[2], json.loads(sys.argv[3]), json.loads(sys.argv[4])
-path = Path(os.environ["AIRFLOW__CORE__DAGS_FOLDER"]) / f"{name}.py"
-spec = importlib.util.spec_from_file_location(f"dag_{name}", path)
-module = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(module)
-dag = module.dag
+dag = importlib.import_module(f"placsp_provider.dags.{name}").dag
 if subset:
     dag = dag.partial_subset(task_ids=subset, include_upstream=True)
 for task in dag.tasks:
@@ -129,8 +124,8 @@ def run_dag_test(
     env: dict[str, str] | None = None,
     timeout: float = 600,
 ) -> DagTestRun:
-    """`dag.test()` of `dags/<dag_name>.py` in a child process with the file transport; `tasks` (task
-    ids) runs only those and their upstream tasks (`partial_subset`; the same dag_id and run)."""
+    """`dag.test()` of `placsp_provider.dags.<dag_name>` in a child process with the file transport;
+    `tasks` (task ids) runs only those and their upstream tasks (`partial_subset`; the same dag_id and run)."""
     child_env = {**os.environ, **files.env(), **(env or {})}
     result = subprocess.run(
         [

@@ -26,14 +26,10 @@ pytestmark = pytest.mark.airflow
 
 TASKS = ["quality_agregadas", "quality_licitaciones"]
 _CHILD = """
-import json, os, sys, importlib.util
+import json, sys
 from datetime import datetime
-from pathlib import Path
-path = Path(os.environ["AIRFLOW__CORE__DAGS_FOLDER"]) / "placsp_daily.py"
-spec = importlib.util.spec_from_file_location("dag_placsp_daily", path)
-module = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(module)
-dag = module.dag.partial_subset(task_ids=json.loads(sys.argv[1]), include_upstream=False)
+from placsp_provider.dags.placsp_daily import dag
+dag = dag.partial_subset(task_ids=json.loads(sys.argv[1]), include_upstream=False)
 for task in dag.tasks:
     task.retries = 0
 run = dag.test(logical_date=datetime.fromisoformat(sys.argv[2]))

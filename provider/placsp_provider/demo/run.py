@@ -10,7 +10,7 @@ Environment is set before Airflow is imported, so this module imports it lazily.
 from __future__ import annotations
 
 import argparse
-import importlib.util
+import importlib
 import json
 import os
 import subprocess
@@ -67,12 +67,8 @@ def placsp_connection(base_url: str, **extras: Any) -> str:
 
 
 def run_dag(name: str, logical_date: datetime, conf: dict[str, Any] | None = None) -> Any:
-    """Import a DAG file and run one DagRun in-process; return the DagRun."""
-    dags = Path(os.environ["AIRFLOW__CORE__DAGS_FOLDER"])
-    spec = importlib.util.spec_from_file_location(name, dags / f"{name}.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    """Run one DagRun of `placsp_provider.dags.<name>` in-process; return the DagRun."""
+    module = importlib.import_module(f"placsp_provider.dags.{name}")
     return module.dag.test(logical_date=logical_date, run_conf=conf)
 
 

@@ -1,0 +1,66 @@
+"""placsp_silver_entries_export: an example of a DAG downstream of the lake, run on each Silver update.
+
+Scheduled on the Silver `entries` Asset (`file://<lake>/silver/entries`, the same name OpenLineage
+gives the table): every successful Silver ingest or replay that writes the table emits an Asset
+event, and this DAG runs once after it. It writes a small export a dashboard or another team can
+poll without Spark: `<lake>/exports/silver_entries.json`, the table's Delta version and its entries
+per dataset (read with delta-rs, two columns). Replace the task with your own refresh (a BI
+extract, a cache warm-up, a notification) and keep the schedule.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from airflow.sdk import DAG, task
+
+from placsp_provider import run_policy
+from placsp_provider.assets import silver_asset
+
+with DAG(
+    dag_id="placsp_silver_entries_export",
+    description="Example consumer: export Silver entry counts after each update of the entries table",
+    schedule=[silver_asset("entries")],
+    start_date=datetime(2025, 1, 1, tzinfo=UTC),
+    catchup=False,
+    max_active_runs=1,
+    default_args=run_policy.default_args(retries=1),
+    tags=["placsp", "example"],
+    doc_md=__doc__,
+) as dag:
+
+    @task
+    def export_entry_counts(triggering_asset_events: dict | None = None) -> dict:
+        """Write `<lake>/exports/silver_entries.json`: Delta version and entries per dataset."""
+        import json
+        import os
+        from collections import Counter
+
+        from deltalake import DeltaTable
+
+        from placsp_provider.lake import resolve_lake
+        from placsp_provider.lineage.naming import lake_table
+
+        lake = resolve_lake()
+        path = lake_table(lake, "entries").name
+        table = DeltaTable(path)
+        datasets = table.to_pyarrow_table(columns=["dataset"]).column("dataset").to_pylist()
+        events = [
+            {"source_run_id": getattr(e, "source_run_id", None), "timestamp": str(getattr(e, "timestamp", ""))}
+            for events in (triggering_asset_events or {}).values()
+            for e in events
+        ]
+        export = {
+            "table": path,
+            "version": table.version(),
+            "entries_by_dataset": dict(sorted(Counter(datasets).items())),
+            "triggered_by": events,
+        }
+        folder = lake / "exports"
+        folder.mkdir(parents=True, exist_ok=True)
+        tmp = folder / f".silver_entries.{os.getpid()}.json"
+        tmp.write_text(json.dumps(export, indent=2, sort_keys=True))
+        tmp.replace(folder / "silver_entries.json")  # readers never see half a file
+        return export
+
+    export_entry_counts()
