@@ -33,17 +33,15 @@ with DAG(
     def export_entry_counts(triggering_asset_events: dict | None = None) -> dict:
         """Write `<lake>/exports/silver_entries.json`: Delta version and entries per dataset."""
         import json
-        import os
         from collections import Counter
 
-        from deltalake import DeltaTable
-
-        from placsp_provider.lake import resolve_lake
-        from placsp_provider.lineage.naming import lake_table
+        from placsp_provider.bronze.landing import write_text_atomically
+        from placsp_provider.lake import resolve_lake, table_path
+        from placsp_provider.lake_storage import open_table, uri
 
         lake = resolve_lake()
-        path = lake_table(lake, "entries").name
-        table = DeltaTable(path)
+        path = uri(table_path(lake, "entries"))
+        table = open_table(table_path(lake, "entries"))
         datasets = table.to_pyarrow_table(columns=["dataset"]).column("dataset").to_pylist()
         events = [
             {"source_run_id": getattr(e, "source_run_id", None), "timestamp": str(getattr(e, "timestamp", ""))}
@@ -56,11 +54,8 @@ with DAG(
             "entries_by_dataset": dict(sorted(Counter(datasets).items())),
             "triggered_by": events,
         }
-        folder = lake / "exports"
-        folder.mkdir(parents=True, exist_ok=True)
-        tmp = folder / f".silver_entries.{os.getpid()}.json"
-        tmp.write_text(json.dumps(export, indent=2, sort_keys=True))
-        tmp.replace(folder / "silver_entries.json")  # readers never see half a file
+        # Readers never see half a file (a rename on local disk; one PUT on S3).
+        write_text_atomically(lake / "exports" / "silver_entries.json", json.dumps(export, indent=2, sort_keys=True))
         return export
 
     export_entry_counts()
