@@ -7,6 +7,9 @@ test module imports it. Spark tests share one SparkSession (tests/spark/conftest
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
+import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -40,6 +43,25 @@ def lake(tmp_path: Path) -> Path:
     path = tmp_path / "lake"
     path.mkdir()
     return path
+
+
+@pytest.fixture(scope="session")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The wheel, built with uv (in an isolated build environment from the package index, as `pip
+    install` builds it) from a copy of the tracked sources: a build leaves `build/` behind."""
+    src, out = tmp_path_factory.mktemp("src"), tmp_path_factory.mktemp("dist")
+    shutil.copy2(REPO / "pyproject.toml", src)
+    shutil.copy2(REPO / "README.md", src)
+    shutil.copytree(REPO / "provider", src / "provider", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+    built = subprocess.run([uv(), "build", "--wheel", "--out-dir", str(out), str(src)], capture_output=True, text=True)
+    assert built.returncode == 0, built.stderr[-3000:]
+    (path,) = out.glob("*.whl")
+    return path
+
+
+def uv() -> str:
+    """The uv of this environment (`make install` puts it next to Python), else the one on PATH."""
+    return shutil.which("uv", path=str(Path(sys.executable).parent)) or "uv"
 
 
 @pytest.fixture

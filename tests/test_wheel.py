@@ -1,7 +1,8 @@
-"""The wheel users install: built from the sources as `pip install` would build it, unpacked, and
-imported from a folder that is not the checkout. Its data contracts and Spark jobs must be found
-through the installed package (never a checkout path), and its version must be the one the
-changelog and pyproject.toml name.
+"""The wheel users install: built from the sources as `pip install` would build it (the `wheel`
+fixture, tests/conftest.py), unpacked, and imported from a folder that is not the checkout. Its DAGs,
+data contracts and Spark jobs must be found through the installed package (never a checkout path),
+and its version must be the one the changelog and pyproject.toml name. Installed into a fresh
+virtualenv and run as Airflow runs it: tests/test_wheel_install.py.
 
 Real build (uv, in an isolated build environment from the package index), real import in a fresh
 interpreter; nothing is mocked.
@@ -11,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import tomllib
@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 import placsp_provider
+from tests.airflow.conftest import DAG_NAMES
 from tests.conftest import REPO
 
 pytestmark = pytest.mark.unit
@@ -41,22 +42,9 @@ print(json.dumps({
 """
 
 
-@pytest.fixture(scope="module")
-def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The wheel, built from a copy of the tracked sources (a build leaves `build/` behind)."""
-    src, out = tmp_path_factory.mktemp("src"), tmp_path_factory.mktemp("dist")
-    shutil.copy2(REPO / "pyproject.toml", src)
-    shutil.copy2(REPO / "README.md", src)
-    shutil.copytree(REPO / "provider", src / "provider", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
-    uv = shutil.which("uv", path=str(Path(sys.executable).parent)) or "uv"
-    built = subprocess.run([uv, "build", "--wheel", "--out-dir", str(out), str(src)], capture_output=True, text=True)
-    assert built.returncode == 0, built.stderr[-3000:]
-    (path,) = out.glob("*.whl")
-    return path
-
-
-def test_the_wheel_holds_the_contracts_the_jobs_and_nothing_of_the_checkout(wheel: Path) -> None:
+def test_the_wheel_holds_the_dags_the_contracts_the_jobs_and_nothing_of_the_checkout(wheel: Path) -> None:
     names = set(zipfile.ZipFile(wheel).namelist())
+    assert {f"placsp_provider/dags/{name}.py" for name in DAG_NAMES} <= names
     contracts = {n for n in names if n.startswith("placsp_provider/quality/contracts/")}
     assert len(contracts) == 7 and all(n.endswith(".odcs.yaml") for n in contracts)
     jobs = {"silver_job.py", "replay_job.py", "maintenance.py"}
