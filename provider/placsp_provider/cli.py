@@ -340,11 +340,17 @@ def _cmd_ingest(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _cmd_maintain(args: argparse.Namespace) -> dict[str, Any]:
+    from placsp_provider.maintenance import runs_on_spark
     from placsp_provider.spark.maintenance import maintain_tables
 
     lake = args.lake
     if not lake.is_dir():
         raise PlacspError(f"no lake at {lake}")
+    if not runs_on_spark(lake):
+        from placsp_provider.delta_rs.maintenance import maintain_tables as maintain_with_delta_rs
+
+        print(f"maintaining the tables of {lake} with delta-rs...", file=sys.stderr)
+        return maintain_with_delta_rs(lake, tuple(args.table) or LAKE_TABLES)
     print(f"starting Spark (local) to maintain the tables of {lake}...", file=sys.stderr)
     with get_session("placsp-maintain") as spark:  # stopped on the way out
         return maintain_tables(spark, lake, tuple(args.table) or LAKE_TABLES)

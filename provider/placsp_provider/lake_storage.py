@@ -161,6 +161,38 @@ def arrow_filesystem(table_uri: str) -> Any:
     return pafs.SubTreeFileSystem(root, _arrow_s3())
 
 
+def arrow_location(location: str) -> tuple[Any, str]:
+    """Arrow's filesystem and path for a file or folder given as text: a local path, or `s3://bucket/key`
+    (what a Spark task is handed). Arrow writes an S3 object in one upload completed on close, so a
+    file written this way is whole or absent, as a renamed local file is."""
+    import pyarrow.fs as pafs
+
+    if location.startswith("s3://"):
+        parts = urlsplit(location)
+        return _arrow_s3(), f"{parts.netloc}/{parts.path.lstrip('/')}"
+    return pafs.LocalFileSystem(), location
+
+
+def read_parquet(path: LakePath, schema: Any) -> Any:
+    """The Parquet file or folder at `path` as one Arrow table of `schema`."""
+    import pyarrow.parquet as pq
+
+    filesystem, location = arrow_location(uri(path))
+    return pq.read_table(location, schema=schema, filesystem=filesystem)
+
+
+def remove_tree(path: LakePath) -> None:
+    """Remove the folder (local) or every object under the prefix (S3) at `path`; none there is fine."""
+    import shutil
+
+    if is_local(path):
+        shutil.rmtree(path, ignore_errors=True)
+        return
+    filesystem, location = arrow_location(uri(path))
+    with contextlib.suppress(FileNotFoundError):
+        filesystem.delete_dir(location)
+
+
 def scratch_dir(lake: LakePath, *parts: str) -> Path:
     """A local folder for a run's temp files (downloads) of the lake: in the lake itself when local
     (the same filesystem, so landing is a rename), else under the machine's temp folder, named after

@@ -61,3 +61,24 @@ def table_files(table: Any, pruning: list[tuple[str, str, Any]] | None = None, s
 
     root = arrow_filesystem(table.table_uri)
     return table.to_pyarrow_dataset(filesystem=root, file_pruning_predicate=pruning or None, schema=schema)
+
+
+def data_files(path: Any) -> int:
+    """Files of a table (a lake path, local or S3) outside its `_delta_log`, in use or not (Hadoop's
+    hidden `.crc` twins aside): what table maintenance counts before and after a VACUUM."""
+    import pyarrow.fs as pafs
+
+    from placsp_provider.lake_storage import arrow_location, uri
+
+    filesystem, root = arrow_location(uri(path))
+    try:
+        found = filesystem.get_file_info(pafs.FileSelector(root, recursive=True))
+    except FileNotFoundError:
+        return 0
+    prefix = root.rstrip("/") + "/"
+    count = 0
+    for info in found:
+        parts = info.path[len(prefix) :].split("/")
+        if info.type == pafs.FileType.File and "_delta_log" not in parts and not parts[-1].startswith((".", "_")):
+            count += 1
+    return count

@@ -8,10 +8,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from pathlib import Path
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from placsp_provider.ingest.tables import RECONCILIATION, staged_schema, table_schema
 from placsp_provider.ingest.tally import (
@@ -24,14 +22,14 @@ from placsp_provider.ingest.tally import (
     reconciliation_rows,
 )
 from placsp_provider.lake import DEAD_LETTER_TABLE
-from placsp_provider.lake_storage import LakePath
+from placsp_provider.lake_storage import LakePath, read_parquet
 
 
 @dataclass(frozen=True)
 class StagedBatch:
     lake: LakePath
     dataset: str
-    folder: Path  # the run's staging folder: <table>/*.parquet in `tables.staged_schema`
+    folder: LakePath  # the run's staging folder: <table>/*.parquet in `tables.staged_schema`
     tallies: Mapping[str, FileTally]
     plan: BatchPlan
     run_id: str
@@ -41,7 +39,7 @@ class StagedBatch:
     def quarantined(self) -> set[str]:
         return set(self.plan.quarantined)
 
-    def staged_path(self, table: str) -> Path | None:
+    def staged_path(self, table: str) -> LakePath | None:
         """The folder of a table's staged files; None when no page staged a row of it."""
         return self.folder / table if self.plan.staged[table] else None
 
@@ -49,7 +47,7 @@ class StagedBatch:
         """A table's staged rows (`tables.staged_schema`), quarantined files included."""
         schema = staged_schema(table)
         path = self.staged_path(table)
-        return schema.empty_table() if path is None else pq.read_table(path, schema=schema)
+        return schema.empty_table() if path is None else read_parquet(path, schema)
 
     def kept(self, table: str, rows: pa.Table) -> pa.Table:
         """`rows` without those of quarantined files."""

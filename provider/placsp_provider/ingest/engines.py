@@ -4,11 +4,13 @@ An engine is a parser (pages in, rows staged as Parquet in the run's folder, a t
 and a writer (the staged rows written into the Delta tables under `ingest.rules`):
 
 - `delta-rs`: this process parses (`InProcessParser`), delta-rs writes (`delta_rs.silver_job`);
-  `auto` takes it when the tables exist and the batch is at most `$PLACSP_DELTA_RS_MAX_MB` (64) MB,
-  and always on an S3 lake (creating a fresh lake's tables with delta-rs: `delta_rs.tables`).
+  `auto` takes it when the tables exist and the batch is at most `$PLACSP_DELTA_RS_MAX_MB` (64) MB
+  (asked for, it creates a fresh lake's tables with delta-rs: `delta_rs.tables`).
 - `spark+delta-rs`: Spark's tasks parse (`spark.silver_job`), delta-rs writes; up to
-  `$PLACSP_DELTA_RS_WRITE_MAX_MB` (512) MB, and a fresh lake (Spark creates the tables).
-- `spark`: Spark parses, Spark's Delta MERGEs write (`spark.silver_merge`): larger batches.
+  `$PLACSP_DELTA_RS_WRITE_MAX_MB` (512) MB, and a fresh lake (Spark creates the tables); on an S3
+  lake any larger batch too, since there only delta-rs commits (decision 0038).
+- `spark`: Spark parses, Spark's Delta MERGEs write (`spark.silver_merge`): larger batches on a
+  local lake.
 
 Parts are named here as `module:attribute` and imported when an engine is built, so this module,
 like the rest of `ingest/`, imports neither pyspark nor a writer (import-linter holds it to that).
@@ -22,7 +24,6 @@ import logging
 import os
 from collections.abc import Iterator, Mapping
 from datetime import datetime
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from placsp_provider.bronze.manifest import LandedPage
@@ -61,22 +62,20 @@ _WRITERS = {
 def choose_engine(request: IngestRequest, engine: str | None = None) -> str:
     """`spark`, `spark+delta-rs` or `delta-rs` for this ingest: `engine`, else `$PLACSP_INGEST_ENGINE`, else
     `auto` (by the pages still to ingest: see above); any other value insists (`delta-rs` creates a
-    fresh lake's tables itself). An S3 lake always takes `delta-rs`."""
+    fresh lake's tables itself). On an S3 lake only delta-rs commits: `spark` is refused, and a batch
+    `auto` would give Spark's MERGEs goes to `spark+delta-rs`."""
     engine = engine or os.environ.get(ENGINE_ENV) or "auto"
     if engine not in ENGINES:
         raise ConfigError(
             f"dataset {request.dataset.key}: unknown ingest engine {engine!r} (argument or "
             f"${ENGINE_ENV}); one of {', '.join(ENGINES)}"
         )
-    if not is_local(request.lake):
-        # Spark's s3a path is not wired yet (docs/architecture.md, "Lakes on S3"): this process
-        # parses and delta-rs writes, whatever the batch's size; a fresh lake's tables included.
-        if engine not in ("auto", DELTA_RS):
-            raise ConfigError(
-                f"dataset {request.dataset.key}: ingest engine {engine!r} needs Spark, which does not run "
-                f"on an S3 lake yet; use {DELTA_RS} (the default there)"
-            )
-        return DELTA_RS
+    on_s3 = not is_local(request.lake)
+    if on_s3 and engine == SPARK:
+        raise ConfigError(
+            f"dataset {request.dataset.key}: ingest engine {SPARK!r} commits with Spark, whose Delta commits are "
+            f"not safe on S3 next to another writer (decision 0038); use {SPARK_DELTA_RS} or {DELTA_RS}"
+        )
     if engine != "auto":
         return engine
     exists = tables_exist(request.lake)
@@ -84,7 +83,9 @@ def choose_engine(request: IngestRequest, engine: str | None = None) -> str:
     size = sum(p.bytes for p in pages)
     if exists and size <= _limit_mb(MAX_MB_ENV, DEFAULT_MAX_MB) * _MB:
         return DELTA_RS
-    return SPARK_DELTA_RS if size <= _limit_mb(WRITE_MAX_MB_ENV, DEFAULT_WRITE_MAX_MB) * _MB else SPARK
+    if on_s3 or size <= _limit_mb(WRITE_MAX_MB_ENV, DEFAULT_WRITE_MAX_MB) * _MB:
+        return SPARK_DELTA_RS  # on S3 every commit is delta-rs's (conditional PUTs): decision 0038
+    return SPARK
 
 
 def needs_spark(engine: str) -> bool:
@@ -99,7 +100,13 @@ def _limit_mb(name: str, default: float) -> float:
 
 
 class BatchParser(Protocol):
-    def stage(self, dataset: Dataset, lake: LakePath, pages: list[LandedPage], folder: Path) -> list[Mapping[str, Any]]:
+    # True when the parsing runs on other machines (Spark's executors): the run's staged rows then
+    # go where they see them, in the lake (`staging.run_staging`).
+    shared_staging: bool
+
+    def stage(
+        self, dataset: Dataset, lake: LakePath, pages: list[LandedPage], folder: LakePath
+    ) -> list[Mapping[str, Any]]:
         """Parse `pages`, stage their rows under `folder`; the pages' tally rows (`staging.TALLY`)."""
 
     def create_tables(self, lake: LakePath, dataset: str) -> None:
@@ -136,10 +143,14 @@ def row_writer() -> RowWriter:
 class InProcessParser:
     """Pages parsed one after another in this process, by the same `stage_page` a Spark task runs."""
 
+    shared_staging = False
+
     def __init__(self, spark: Any = None) -> None:
         del spark  # no engine session needed
 
-    def stage(self, dataset: Dataset, lake: LakePath, pages: list[LandedPage], folder: Path) -> list[Mapping[str, Any]]:
+    def stage(
+        self, dataset: Dataset, lake: LakePath, pages: list[LandedPage], folder: LakePath
+    ) -> list[Mapping[str, Any]]:
         from placsp_provider.ingest.staging import read_page, stage_page
 
         total, done = sum(p.bytes for p in pages), 0

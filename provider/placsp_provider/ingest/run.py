@@ -16,16 +16,15 @@ from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
 
-from placsp_provider.bronze.landing import run_folder
 from placsp_provider.bronze.manifest import LandedPage
 from placsp_provider.errors import BronzePageError
 from placsp_provider.ingest.batch import StagedBatch
 from placsp_provider.ingest.engines import BatchParser, choose_engine, engine_parts
 from placsp_provider.ingest.request import IngestRequest, pages_to_ingest
+from placsp_provider.ingest.staging import run_staging
 from placsp_provider.ingest.summary import RunSummary, empty_summary, fill_summary, finish
 from placsp_provider.ingest.tables import add_missing_columns, tables_exist
 from placsp_provider.ingest.tally import plan_batch, tally_files
-from placsp_provider.lake import staging_dir
 from placsp_provider.lake_storage import LakePath
 
 log = logging.getLogger(__name__)
@@ -78,6 +77,6 @@ def staged(
         more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
         reason = "a manifest names this page but it is not in Bronze; run the extraction of its interval again"
         raise BronzePageError(ds.key, missing[0] + more, reason, stage="ingest")
-    with run_folder(staging_dir(lake, ds.key)) as folder:
+    with run_staging(lake, ds.key, shared=parser.shared_staging) as folder:
         tallies = tally_files(parser.stage(ds, lake, list(pages), folder), list(pages), lake)
         yield StagedBatch(lake, ds.key, folder, tallies, plan_batch(tallies), request.run_id, started)

@@ -26,7 +26,7 @@ from placsp_provider.errors import BronzePageError
 from placsp_provider.ingest.tables import staged_schema
 from placsp_provider.ingest.tally import dead_letter_id
 from placsp_provider.lake import DEAD_LETTER_TABLE, SILVER_TABLES
-from placsp_provider.lake_storage import read_object
+from placsp_provider.lake_storage import LakePath, arrow_location, is_local, read_object, remove_tree
 from placsp_provider.parser.page_parser import PageParseResult, parse_page_in_parts
 from placsp_provider.parser.silver_schema import record_batch
 
@@ -160,6 +160,10 @@ def _write_staged(rows: pa.Table, final: str, dataset: Dataset, source_file: str
     # Spark skips names that start with a dot: a half-written file is never read.
     tmp = f"{folder}/.{uuid.uuid4().hex}.tmp"
     try:
+        if final.startswith("s3://"):  # one upload, completed on close: whole or absent, no rename
+            filesystem, location = arrow_location(final)
+            pq.write_table(rows, location, row_group_size=max(1, rows.num_rows), filesystem=filesystem)
+            return
         os.makedirs(folder, exist_ok=True)
         pq.write_table(rows, tmp, row_group_size=max(1, rows.num_rows))
         os.replace(tmp, final)
@@ -172,3 +176,26 @@ def _write_staged(rows: pa.Table, final: str, dataset: Dataset, source_file: str
             "disk must have room)"
         )
         raise BronzePageError(dataset.key, source_file, reason, stage="staging") from err
+
+
+@contextlib.contextmanager
+def run_staging(lake: LakePath, dataset: str, *, shared: bool) -> Iterator[LakePath]:
+    """The staging folder of one run, removed at the end (or by a later run, if this one dies).
+
+    In the lake when it is local (`lake.staging_dir`). On an S3 lake a local scratch folder when this
+    process parses; when Spark's executors do (`shared`), which see no disk of this machine, the
+    prefix `_staging/<dataset>/<run folder>` of the lake, named after the local folder that holds
+    this run's lock (`bronze.landing.run_folder`).
+    """
+    from placsp_provider.bronze.landing import run_folder
+    from placsp_provider.lake import staging_dir
+
+    with run_folder(staging_dir(lake, dataset)) as local:
+        if is_local(lake) or not shared:
+            yield local
+            return
+        folder = lake / "_staging" / dataset / local.name
+        try:
+            yield folder
+        finally:
+            remove_tree(folder)

@@ -14,6 +14,7 @@ from airflow.sdk import Context
 from placsp_provider.hooks.lake import LakeHook
 from placsp_provider.lake import LAKE_TABLES, maintenance_summary_path
 from placsp_provider.lineage.maintenance import maintenance_lineage
+from placsp_provider.maintenance import runs_on_spark
 from placsp_provider.operators.links import SparkUILink
 from placsp_provider.operators.spark_submit import SPARK_CONN_DEFAULT, default_application, submit
 from placsp_provider.run_policy import spark_pool_args
@@ -26,7 +27,9 @@ class PlacspMaintainOperator(SparkSubmitOperator):
     """Delta `OPTIMIZE`, then `VACUUM`, of the lake's tables (docs/runbook.md, "Table maintenance").
 
     A thin `SparkSubmitOperator` around `placsp_provider.spark.maintenance` (the job `placsp maintain`
-    runs): every ingest MERGE rewrites the files it touches, and the replaced ones stay until a VACUUM.
+    runs); on an S3 lake, delta-rs's compaction and VACUUM in the task instead, since only delta-rs
+    commits there (`delta_rs.maintenance`, decision 0038). Every ingest MERGE rewrites the files it
+    touches, and the replaced ones stay until a VACUUM.
     Returns to XCom, per table: files compacted and written, files deleted, files left. The rows
     readers see do not change, so the task declares no Asset outlets (a consumer DAG does not rerun).
     Run it when no ingest or replay writes (the bundled DAG: weekly, at noon UTC on Sunday); a commit
@@ -66,6 +69,12 @@ class PlacspMaintainOperator(SparkSubmitOperator):
     def execute(self, context: Context) -> dict[str, Any]:  # type: ignore[override]
         lake = LakeHook().lake(self.lake)
         run_id = context["run_id"]
+        if not runs_on_spark(lake):  # an S3 lake: delta-rs, in this task (decision 0038)
+            from placsp_provider.delta_rs.maintenance import maintain_tables
+
+            self.log.info("lake %s: maintaining %d table(s) with delta-rs", lake, len(self.tables))
+            self._done = maintain_tables(lake, self.tables)
+            return self._done
         tables = [arg for table in self.tables for arg in ("--table", table)]
         self.application_args = ["--lake", str(lake), "--run-id", run_id, *tables]
         with tempfile.TemporaryDirectory(prefix="placsp-pyfiles-") as tmp:

@@ -49,14 +49,16 @@ def spark_submit_settings(
     package zip for the executors. `conf` adds to (and overrides) the defaults."""
     from placsp_provider.lineage.spark import with_spark_lineage
     from placsp_provider.spark.jars import ensure_jars, spark_env
-    from placsp_provider.spark.session import DELTA_CONF, driver_conf
+    from placsp_provider.spark.session import DELTA_CONF, driver_conf, object_store_conf
 
     # Only what spark-submit needs: the hook turns env vars into --conf flags that it logs,
     # so the task's whole environment (connection URIs, tokens) must never be passed.
     env = {k: v for k, v in spark_env().items() if k in ("SPARK_HOME", "PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON")}
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
     return {
-        "conf": with_spark_lineage({**DELTA_CONF, **driver_conf(), **(conf or {})}, context, app_name=app_name),
+        "conf": with_spark_lineage(
+            {**DELTA_CONF, **object_store_conf(), **driver_conf(), **(conf or {})}, context, app_name=app_name
+        ),
         "jars": ",".join(str(p) for p in ensure_jars()),
         "env_vars": env,
         "py_files": package_zip(workdir),

@@ -2,9 +2,11 @@
 
 `python -m placsp_provider.spark.jars fetch` resolves them with Spark's own Ivy (so no other
 tool is needed), then copies just these jars into the cache folder; later runs put those files on
-`spark.jars` and never touch the network. The first Spark start without them fetches them itself
-(`ensure_jars`, saying so in the log); an image build pre-fetches them with that command. The folder
-is `$PLACSP_SPARK_JARS`, else `.cache/spark-jars` of a checkout, else `~/.cache/placsp/spark-jars`.
+`spark.jars` and never touch the network. Besides Delta and OpenLineage they include s3a (Hadoop's
+S3 filesystem and the AWS SDK modules it uses), so a Spark job reads an S3 lake (`spark.session`).
+The first Spark start without them fetches them itself (`ensure_jars`, saying so in the log); an
+image build pre-fetches them with that command. The folder is `$PLACSP_SPARK_JARS`, else
+`.cache/spark-jars` of a checkout, else `~/.cache/placsp/spark-jars`.
 """
 
 from __future__ import annotations
@@ -25,6 +27,24 @@ SPARK_PACKAGES: dict[str, str] = {
     "io.delta:delta-storage": "4.4.0",
     "io.openlineage:openlineage-spark_2.13": "1.53.0",
 }
+# s3a: hadoop-aws must match the Hadoop inside pyspark (hadoop-client-api-3.5.0.jar), and the AWS SDK
+# the version that Hadoop release was built with (hadoop-project 3.5.0: aws-java-sdk-v2.version).
+# hadoop-aws asks for the SDK's shaded `bundle` (686 MB); the modules S3 needs are 14 MB, so the
+# bundle is excluded and those are resolved instead, with what Spark already ships left out.
+S3A_PACKAGES: dict[str, str] = {
+    "org.apache.hadoop:hadoop-aws": "3.5.0",
+    "software.amazon.awssdk:s3": "2.35.4",
+    "software.amazon.awssdk:s3-transfer-manager": "2.35.4",
+}
+_S3A_EXCLUDED = (
+    "software.amazon.awssdk:bundle",
+    "org.apache.hadoop:hadoop-common",  # Spark's hadoop-client-api has it
+    "org.wildfly.openssl:wildfly-openssl",  # TLS acceleration, off unless configured
+)
+# Of what Ivy resolves for S3A_PACKAGES, the jars kept (file-name prefixes): netty, httpclient,
+# commons-* and slf4j come with Spark, in the versions its own classes need.
+_S3A_KEPT = ("org.apache.hadoop_hadoop-aws-", "software.amazon.", "org.reactivestreams_")
+S3A_LIST = "s3a-jars.txt"  # the kept jars' names, written last: the s3a set is complete when it exists
 JARS_ENV = "PLACSP_SPARK_JARS"
 PREFETCH = "python -m placsp_provider.spark.jars fetch"
 
@@ -47,9 +67,13 @@ def jar_file_name(coordinate: str, version: str) -> str:
 
 
 def jar_paths(directory: Path | None = None) -> list[Path]:
-    """The pinned jars; raise with the command to run when any is missing."""
+    """The pinned jars and the s3a set; raise with the command to run when any is missing."""
     folder = directory or jar_dir()
     paths = [folder / jar_file_name(c, v) for c, v in SPARK_PACKAGES.items()]
+    try:
+        paths += [folder / name for name in (folder / S3A_LIST).read_text().split()]
+    except FileNotFoundError:
+        paths.append(folder / S3A_LIST)
     if missing := [p.name for p in paths if not p.is_file()]:
         raise FileNotFoundError(
             f"Spark jars missing from {folder}: {', '.join(missing)}; run `{PREFETCH}` (make does it for you)"
@@ -81,22 +105,26 @@ def fetch(directory: Path | None = None) -> list[Path]:
     except FileNotFoundError:
         pass
     folder.mkdir(parents=True, exist_ok=True)
-    coords = ",".join(f"{c}:{v}" for c, v in SPARK_PACKAGES.items())
+    coords = ",".join(f"{c}:{v}" for c, v in {**SPARK_PACKAGES, **S3A_PACKAGES}.items())
     ivy = folder.parent / "ivy"
+    shutil.rmtree(ivy / "jars", ignore_errors=True)  # Ivy's retrieve folder: only this resolution's jars
     with tempfile.TemporaryDirectory() as tmp:
         noop = Path(tmp) / "noop.py"
         noop.write_text("")
         spark_submit = shutil.which("spark-submit", path=str(Path(sys.executable).parent)) or "spark-submit"
         cmd = [spark_submit, "--master", "local[1]", "--packages", coords, "--conf", f"spark.jars.ivy={ivy}"]
-        cmd += ["--conf", "spark.ui.enabled=false", str(noop)]
+        cmd += ["--exclude-packages", ",".join(_S3A_EXCLUDED), "--conf", "spark.ui.enabled=false", str(noop)]
         result = subprocess.run(cmd, capture_output=True, text=True, env=spark_env())
     if result.returncode != 0:
         tail = "\n".join(result.stderr.splitlines()[-15:])
         raise RuntimeError(f"could not fetch Spark jars {coords}:\n{tail}")
-    for coord, version in SPARK_PACKAGES.items():
-        name = jar_file_name(coord, version)
+    names = [jar_file_name(c, v) for c, v in SPARK_PACKAGES.items()]
+    s3a = sorted(p.name for p in (ivy / "jars").glob("*.jar") if p.name.startswith(_S3A_KEPT))
+    for name in names + s3a:
         shutil.copy2(ivy / "jars" / name, folder / f".{name}.tmp")
         os.replace(folder / f".{name}.tmp", folder / name)
+    (folder / f".{S3A_LIST}.tmp").write_text("\n".join(s3a) + "\n")
+    os.replace(folder / f".{S3A_LIST}.tmp", folder / S3A_LIST)
     return jar_paths(folder)
 
 

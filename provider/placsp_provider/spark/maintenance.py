@@ -17,12 +17,15 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from placsp_provider.bronze.landing import write_text_atomically
 from placsp_provider.errors import PlacspError
 from placsp_provider.ingest.tables import has_commit
 from placsp_provider.lake import LAKE_TABLES, maintenance_summary_path, table_path
 from placsp_provider.lake_storage import LakePath, local_lake
+from placsp_provider.maintenance import commit_conflict, table_done
 from placsp_provider.spark.session import session_conf
 from placsp_provider.spark.silver_merge import is_commit_conflict
+from placsp_provider.table_files import data_files
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -44,6 +47,7 @@ def maintain_tables(
 
     done: dict[str, dict[str, int]] = {}
     for n, table in enumerate(tables, 1):
+        # On S3 the tables are maintained by delta-rs (`delta_rs.maintenance`: decision 0038).
         path = local_lake(table_path(lake, table), "table maintenance (Spark)")
         if not has_commit(path):
             log.info("table %s (%d of %d): not created yet, nothing to do", table, n, len(tables))
@@ -60,38 +64,17 @@ def maintain_tables(
         except Exception as err:
             if not is_commit_conflict(err):
                 raise
-            first = (str(err).strip().splitlines() or [type(err).__name__])[0][:300]
-            raise PlacspError(
-                f"table {table}: step {step}: another writer committed meanwhile ({first}); nothing was lost and "
-                "the tables done before it stay done: run it again when no ingest or replay runs"
-            ) from err
-        left = data_files(path)
-        done[table] = {
-            "files_compacted": int(metrics["numFilesRemoved"]) if metrics else 0,
-            "files_written": int(metrics["numFilesAdded"]) if metrics else 0,
-            "files_deleted": before - left,
-            "files_left": left,
-        }
-        log.info(
-            "table %s (%d of %d): %d small files compacted into %d; VACUUM deleted %d files, %d left",
+            raise commit_conflict(table, step, err) from err
+        done[table] = table_done(
             table,
             n,
             len(tables),
-            done[table]["files_compacted"],
-            done[table]["files_written"],
-            done[table]["files_deleted"],
-            left,
+            compacted=int(metrics["numFilesRemoved"]) if metrics else 0,
+            written=int(metrics["numFilesAdded"]) if metrics else 0,
+            before=before,
+            left=data_files(path),
         )
     return done
-
-
-def data_files(path: Path) -> int:
-    """Files of a table outside its `_delta_log`, in use or not (Hadoop's hidden `.crc` twins aside)."""
-    return sum(
-        1
-        for p in path.rglob("*")
-        if p.is_file() and not p.name.startswith((".", "_")) and "_delta_log" not in p.relative_to(path).parts
-    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -112,10 +95,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"ERROR {err}", file=sys.stderr)
         return 1
     path = local_lake(maintenance_summary_path(args.lake, args.run_id), "table maintenance (Spark)")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(done, indent=2, sort_keys=True))
-    tmp.replace(path)  # the operator never reads half a summary
+    write_text_atomically(path, json.dumps(done, indent=2, sort_keys=True))  # never half a summary
     return 0
 
 

@@ -38,7 +38,7 @@ from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from placsp_provider.bronze.landing import run_folder
+from placsp_provider.bronze.landing import write_text_atomically
 from placsp_provider.datasets import Dataset, get_dataset
 from placsp_provider.dead_letters import lifecycle
 from placsp_provider.dead_letters.lifecycle import QUARANTINED, REPLAYED
@@ -46,8 +46,9 @@ from placsp_provider.errors import ConfigError
 from placsp_provider.ingest.engines import SPARK_DELTA_RS, engine_parts
 from placsp_provider.ingest.request import IngestRequest, manifest_pages
 from placsp_provider.ingest.run import prepare_tables, staged
-from placsp_provider.lake import SILVER_TABLES, replay_summary_path, staging_dir
-from placsp_provider.lake_storage import LakePath, local_lake
+from placsp_provider.ingest.staging import run_staging
+from placsp_provider.lake import SILVER_TABLES, replay_summary_path
+from placsp_provider.lake_storage import LakePath, is_local, lake_path, read_parquet
 from placsp_provider.settings import REPLAY_MAX_ATTEMPTS, REPLAY_MAX_RECORDS
 from placsp_provider.spark.routing import RECORD_KINDS, REPLAY_INPUT_COLUMNS
 from placsp_provider.spark.session import get_session, session_conf
@@ -95,7 +96,7 @@ class ReplayRequest:
         data = json.loads(text)
         days = {key: date.fromisoformat(data[key]) if data[key] else None for key in ("since", "until")}
         lists = {key: tuple(data[key]) for key in ("stages", "error_types", "dead_letter_ids")}
-        return cls(**data | days | lists | {"lake": Path(data["lake"])})
+        return cls(**data | days | lists | {"lake": lake_path(data["lake"])})
 
     def filters(self) -> dict[str, Any]:
         return {
@@ -158,7 +159,7 @@ def select(spark: SparkSession, request: ReplayRequest) -> Selection:
         dead_letter_ids=request.dead_letter_ids,
         max_records=request.max_records,
     )
-    rows, unknown = fill_legacy_bytes(rows, request.lake.resolve())
+    rows, unknown = fill_legacy_bytes(rows, _resolved(request.lake))
     if unknown:
         log.warning(
             "dataset %s: replay %s leaves out %d dead letter(s) written before raw_bytes whose exact bytes are "
@@ -178,12 +179,12 @@ def select(spark: SparkSession, request: ReplayRequest) -> Selection:
 def run_replay(spark: SparkSession, request: ReplayRequest) -> dict[str, Any]:
     """Select, re-parse, MERGE and mark; return the summary (dry run: the same summary, nothing written)."""
     ds = get_dataset(request.dataset)
-    lake = local_lake(request.lake, "the dead-letter replay (Spark)").resolve()
+    lake = _resolved(request.lake)
     started = datetime.now(UTC).replace(microsecond=0)
     prepare_tables(SparkParser(spark), lake, ds.key)
     silver: dict[str, Any] = {}
     with contextlib.ExitStack() as staging:  # the re-parsed rows wait here until their MERGE
-        folder = None if request.dry_run else staging.enter_context(run_folder(staging_dir(lake, ds.key)))
+        folder = None if request.dry_run else staging.enter_context(run_staging(lake, ds.key, shared=True))
         reparsed, selection = _reparse(spark, ds, request, folder)
         selected = [Selected(**{c: r[c] for c in Selected.__dataclass_fields__}) for r in reparsed]
         log.info(
@@ -225,7 +226,7 @@ def _arrow_records_per_batch(spark: SparkSession, records: int) -> AbstractConte
 
 
 def _reparse(
-    spark: SparkSession, ds: Dataset, request: ReplayRequest, folder: Path | None
+    spark: SparkSession, ds: Dataset, request: ReplayRequest, folder: LakePath | None
 ) -> tuple[list[Row], Selection]:
     """One Spark job: the selection (read by delta-rs), its record-level dead letters re-parsed on the workers, their
     rows staged under `folder` (None: a dry run, nothing staged); one outcome per selected dead letter
@@ -260,13 +261,11 @@ _BECAME = ("entries", "tombstones", "dead_letters")
 
 
 def _merge_records(
-    ds: Dataset, lake: LakePath, request: ReplayRequest, folder: Path, reparsed: list[Row], started: datetime
+    ds: Dataset, lake: LakePath, request: ReplayRequest, folder: LakePath, reparsed: list[Row], started: datetime
 ) -> dict[str, Any]:
     """The recovered records' staged rows written into Silver under the ingest's rules, by the
     writer of rows (`ingest.engines.row_writer`: delta-rs, from the driver). A replay holds at most
     `max_records` records: their rows fit the driver's memory."""
-    import pyarrow.parquet as pq
-
     from placsp_provider.ingest.engines import row_writer
     from placsp_provider.parser.silver_schema import SCHEMAS
 
@@ -278,7 +277,7 @@ def _merge_records(
             return SCHEMAS[table].empty_table()
         for orphan in (f for f in (folder / table).glob("*.parquet") if f.stem not in keys):
             orphan.unlink()  # a failed task attempt's: Spark returned no outcome naming it
-        return pq.read_table(folder / table, schema=SCHEMAS[table])
+        return read_parquet(folder / table, SCHEMAS[table])
 
     rows = {t: read_staged(t) for t in SILVER_TABLES}
     # Two recovered records of one entry version (one page held it twice) bring its children twice:
@@ -444,8 +443,12 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _write_json(path: LakePath, summary: dict[str, Any]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(summary, indent=2, sort_keys=True, default=str))
+    write_text_atomically(path, json.dumps(summary, indent=2, sort_keys=True, default=str))
+
+
+def _resolved(lake: LakePath) -> LakePath:
+    """A local lake as an absolute path (Spark's tasks run elsewhere); an S3 lake as it is."""
+    return lake.resolve() if is_local(lake) else lake
 
 
 if __name__ == "__main__":

@@ -23,6 +23,7 @@ from placsp_provider.errors import BronzePageError
 from placsp_provider.ingest.staging import TALLY, lake_relative, read_page, stage_page
 from placsp_provider.ingest.tables import staged_schema
 from placsp_provider.lake import SILVER_TABLES
+from placsp_provider.lake_storage import arrow_location
 from placsp_provider.parser.silver_schema import record_batch
 
 if TYPE_CHECKING:
@@ -101,14 +102,22 @@ class _TaskStage:
     def __init__(self, staging: str, dataset: Dataset) -> None:
         self.staging, self.dataset, self.key = staging, dataset, uuid.uuid4().hex
         self._writers: dict[str, tuple[pq.ParquetWriter, str]] = {}
+        # On S3 each file is written at its final name: its upload completes on close, so it is
+        # whole or absent (a failed attempt's complete file is an orphan the replay removes).
+        self._filesystem, self._root = arrow_location(staging)
+        self._in_place = staging.startswith("s3://")
 
     def write(self, table: str, batch: pa.RecordBatch) -> None:
         try:
             if table not in self._writers:
-                folder = f"{self.staging}/{table}"
-                os.makedirs(folder, exist_ok=True)
-                tmp = f"{folder}/.{self.key}.tmp"
-                self._writers[table] = (pq.ParquetWriter(tmp, batch.schema), tmp)
+                folder = f"{self._root}/{table}"
+                if self._in_place:
+                    target = f"{folder}/{self.key}.parquet"
+                else:
+                    os.makedirs(folder, exist_ok=True)
+                    target = f"{folder}/.{self.key}.tmp"
+                writer = pq.ParquetWriter(target, batch.schema, filesystem=self._filesystem)
+                self._writers[table] = (writer, target)
             self._writers[table][0].write_batch(batch)
         except OSError as err:
             self.abort()
@@ -116,19 +125,20 @@ class _TaskStage:
 
     def finish(self) -> None:
         try:
-            for table, (writer, tmp) in self._writers.items():
+            for table, (writer, target) in self._writers.items():
                 writer.close()
-                os.replace(tmp, f"{self.staging}/{table}/{self.key}.parquet")
+                if not self._in_place:
+                    os.replace(target, f"{self._root}/{table}/{self.key}.parquet")
         except OSError as err:
             self.abort()
             raise self._error(err) from err
 
     def abort(self) -> None:
-        for writer, tmp in self._writers.values():
+        for writer, target in self._writers.values():
             with contextlib.suppress(Exception):
                 writer.close()
             with contextlib.suppress(OSError):
-                os.unlink(tmp)
+                self._filesystem.delete_file(target)
 
     def _error(self, err: OSError) -> BronzePageError:
         reason = (

@@ -60,6 +60,28 @@ def driver_conf() -> dict[str, str]:
     return conf
 
 
+def object_store_conf() -> dict[str, str]:
+    """Hadoop's S3 filesystem (s3a) for the lake's `s3://` paths, pointed at the store the `AWS_*`
+    environment names (an S3-compatible endpoint: path-style requests, http allowed when it says so).
+
+    No credential is ever a Spark setting (settings are shown in Spark's UI, logs and event logs):
+    s3a's default chain reads the `AWS_*` environment, or the instance's role, of each process. On a
+    cluster the workers therefore hold the lake's credentials themselves (docs/architecture.md).
+    """
+    conf = {
+        "spark.hadoop.fs.s3.impl": "org.apache.hadoop.fs.s3a.S3AFileSystem",
+        "spark.hadoop.fs.AbstractFileSystem.s3.impl": "org.apache.hadoop.fs.s3a.S3A",
+    }
+    endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
+    if endpoint:
+        conf["spark.hadoop.fs.s3a.endpoint"] = endpoint
+        conf["spark.hadoop.fs.s3a.path.style.access"] = "true"
+        conf["spark.hadoop.fs.s3a.connection.ssl.enabled"] = str(not endpoint.startswith("http://")).lower()
+    if region := os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION"):
+        conf["spark.hadoop.fs.s3a.endpoint.region"] = region
+    return conf
+
+
 def local_conf(cores: str = "*") -> dict[str, str]:
     return {
         "spark.master": f"local[{cores}]",
@@ -82,7 +104,7 @@ def get_session(app_name: str = "placsp", extra: dict[str, str] | None = None) -
     for key, value in spark_env().items():  # executors must run this same interpreter
         if key.startswith(("PYSPARK_", "SPARK_HOME")):
             os.environ.setdefault(key, value)
-    conf = {**DELTA_CONF}
+    conf = {**DELTA_CONF, **object_store_conf()}
     # Under spark-submit the JVM is already up with master, jars and the operator's conf, and
     # Python is told where to find it: then only our Delta settings are (re)applied.
     if "PYSPARK_GATEWAY_PORT" not in os.environ:

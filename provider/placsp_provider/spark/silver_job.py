@@ -12,7 +12,6 @@ import logging
 import re
 import sys
 from collections.abc import Callable, Mapping
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from placsp_provider.bronze.manifest import LandedPage
@@ -22,7 +21,7 @@ from placsp_provider.ingest.batch import StagedBatch
 from placsp_provider.ingest.request import IngestRequest
 from placsp_provider.ingest.staging import lake_relative
 from placsp_provider.lake import DEAD_LETTER_TABLE, SILVER_TABLES
-from placsp_provider.lake_storage import LakePath
+from placsp_provider.lake_storage import LakePath, is_local, lake_path
 from placsp_provider.spark.page_tasks import page_task_split
 from placsp_provider.spark.routing import stage_pages, table_spark_schema
 
@@ -51,7 +50,11 @@ class _Session:
 class SparkParser(_Session):
     """Pages parsed and staged by Spark's tasks (`routing.stage_pages`), on every core or executor."""
 
-    def stage(self, dataset: Dataset, lake: LakePath, pages: list[LandedPage], folder: Path) -> list[Mapping[str, Any]]:
+    shared_staging = True  # executors on other machines: an S3 lake's staged rows go in the lake
+
+    def stage(
+        self, dataset: Dataset, lake: LakePath, pages: list[LandedPage], folder: LakePath
+    ) -> list[Mapping[str, Any]]:
         files = [str(lake / p.file) for p in pages]
         with page_task_split(self.spark, files) as plan:  # tasks sized so the cores finish together
             if plan is not None:
@@ -67,6 +70,11 @@ class SparkParser(_Session):
                 raise bronze from err
 
     def create_tables(self, lake: LakePath, dataset: str) -> None:
+        if not is_local(lake):  # on S3 only delta-rs commits (decision 0038): the in-process engine's way
+            from placsp_provider.ingest.engines import InProcessParser
+
+            InProcessParser().create_tables(lake, dataset)
+            return
         from placsp_provider.spark.tables import ensure_tables
 
         ensure_tables(self.spark, lake)
@@ -148,9 +156,9 @@ def _page_gone_error(err: Exception, dataset: str, lake: LakePath) -> BronzePage
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="PLACSP Silver ingest (Spark job)")
     parser.add_argument("--dataset", required=True)
-    parser.add_argument("--lake", required=True, type=Path)
+    parser.add_argument("--lake", required=True, type=lake_path)
     parser.add_argument("--run-id", required=True)
-    parser.add_argument("--manifest", action="append", type=Path, default=[])
+    parser.add_argument("--manifest", action="append", type=lake_path, default=[])
     parser.add_argument("--reprocess", action="store_true")
     parser.add_argument(
         "--engine",

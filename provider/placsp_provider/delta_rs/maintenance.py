@@ -1,0 +1,49 @@
+"""Table maintenance by delta-rs, for a lake on S3: there only delta-rs commits (conditional PUTs;
+decision 0038), so compaction and VACUUM, which commit too, are delta-rs's `optimize.compact` and
+`vacuum` rather than Spark's (`spark.maintenance`, for a local lake). The same steps, retention
+(the table's `delta.deletedFileRetentionDuration`, else 7 days) and report, table by table.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+
+from placsp_provider.ingest.tables import has_commit
+from placsp_provider.lake import LAKE_TABLES, table_path
+from placsp_provider.lake_storage import LakePath, open_table
+from placsp_provider.maintenance import commit_conflict, table_done
+from placsp_provider.table_files import data_files
+
+log = logging.getLogger(__name__)
+
+
+def maintain_tables(lake: LakePath, tables: Sequence[str] = LAKE_TABLES) -> dict[str, dict[str, int]]:
+    """Compaction then VACUUM of each table; per table, what changed in storage (the keys of
+    `spark.maintenance.maintain_tables`). The rows readers see stay the same."""
+    from deltalake.exceptions import CommitFailedError
+
+    done: dict[str, dict[str, int]] = {}
+    for n, table in enumerate(tables, 1):
+        path = table_path(lake, table)
+        if not has_commit(path):
+            log.info("table %s (%d of %d): not created yet, nothing to do", table, n, len(tables))
+            continue
+        delta, step = open_table(path), "OPTIMIZE"
+        try:
+            metrics = delta.optimize.compact()
+            before = data_files(path)
+            step = "VACUUM"
+            delta.vacuum(dry_run=False)
+        except CommitFailedError as err:
+            raise commit_conflict(table, step, err) from err
+        done[table] = table_done(
+            table,
+            n,
+            len(tables),
+            compacted=int(metrics.get("numFilesRemoved", 0)),
+            written=int(metrics.get("numFilesAdded", 0)),
+            before=before,
+            left=data_files(path),
+        )
+    return done
