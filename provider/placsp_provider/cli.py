@@ -120,12 +120,13 @@ def build_parser() -> argparse.ArgumentParser:
     mt = sub.add_parser(
         "maintain",
         help="compact the lake's Delta tables, then delete the files no version of the last 7 days uses "
-        "(Spark local; run when no ingest or replay writes)",
+        "(Spark local; delta-rs on an S3 lake; run when no ingest or replay writes)",
     )
     mt.add_argument("--lake", required=True, type=_lake, help="lake root: a folder or s3://bucket/prefix")
     mt.add_argument(
         "--table", action="append", choices=LAKE_TABLES, default=[], help="only this table (repeatable); default: all"
     )
+    mt.add_argument("--json", action="store_true", help="print what was done as JSON on stdout")
     mt.set_defaults(func=_cmd_maintain)
 
     dl = sub.add_parser("dead-letters", help="inspect the dead-letter table")
