@@ -98,3 +98,21 @@ def test_a_replay_tasks_staged_files_on_s3_are_whole_or_absent(s3_lake: S3Lake) 
     files = sorted(p.name for p in folder.iterdir() if p.name.endswith((".parquet", ".tmp")))
     assert files == [f"{kept.key}.parquet"]
     assert read_parquet(folder, SCHEMAS["entries"]).num_rows == 0
+
+
+def test_on_s3_only_delta_rs_commits(s3_lake: S3Lake, monkeypatch: pytest.MonkeyPatch) -> None:
+    from placsp_provider.delta_rs.tables import ensure_tables
+    from placsp_provider.errors import ConfigError
+    from placsp_provider.ingest import engines
+    from placsp_provider.ingest.request import IngestRequest
+
+    lake = resolve_lake(s3_lake.uri)
+    ensure_tables(lake)
+    request = IngestRequest(get_dataset("licitaciones"), lake, "run")
+    # Limits below any batch: on local disk `auto` gives Spark's MERGEs (tests/spark/test_delta_rs_ingest.py).
+    monkeypatch.setenv(engines.MAX_MB_ENV, "-1")
+    monkeypatch.setenv(engines.WRITE_MAX_MB_ENV, "-1")
+    assert engines.choose_engine(request) == engines.SPARK_DELTA_RS
+    with pytest.raises(ConfigError, match="not safe on S3"):
+        engines.choose_engine(request, engines.SPARK)
+    assert engines.choose_engine(request, engines.DELTA_RS) == engines.DELTA_RS
