@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from placsp_provider.spark import class_archive, session
-from placsp_provider.spark.jars import SPARK_PACKAGES, jar_file_name
+from placsp_provider.spark.jars import S3A_LIST, SPARK_PACKAGES, jar_file_name
 
 
 @pytest.fixture
@@ -26,6 +26,8 @@ def jar_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     folder.mkdir()
     for coordinate, version in SPARK_PACKAGES.items():
         (folder / jar_file_name(coordinate, version)).write_bytes(b"jar")
+    (folder / "org.apache.hadoop_hadoop-aws-3.5.0.jar").write_bytes(b"jar")  # the s3a set, as fetch lists it
+    (folder / S3A_LIST).write_text("org.apache.hadoop_hadoop-aws-3.5.0.jar\n")
     monkeypatch.setenv("PLACSP_SPARK_JARS", str(folder))
     monkeypatch.delenv(class_archive.SWITCH_ENV, raising=False)
     monkeypatch.delenv("PLACSP_SPARK_JAVA_OPTIONS", raising=False)

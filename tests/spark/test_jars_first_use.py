@@ -43,8 +43,12 @@ def test_the_first_start_without_jars_fetches_them_and_says_so(
         jars.jar_paths()  # none yet
     with caplog.at_level(logging.WARNING, logger=jars.__name__):
         paths = jars.ensure_jars()
-    assert sorted(p.name for p in paths) == sorted(jars.jar_file_name(c, v) for c, v in jars.SPARK_PACKAGES.items())
-    assert all(p.parent == folder and p.stat().st_size > 10_000 for p in paths)
+    pinned = [jars.jar_file_name(c, v) for c, v in jars.SPARK_PACKAGES.items()]
+    s3a = (folder / jars.S3A_LIST).read_text().split()  # written last: the s3a set resolved by Ivy
+    assert sorted(p.name for p in paths) == sorted(pinned + s3a)
+    assert {"org.apache.hadoop_hadoop-aws-3.5.0.jar", "software.amazon.awssdk_s3-2.35.4.jar"} <= set(s3a)
+    assert not [n for n in s3a if n.startswith(("io.netty", "software.amazon.awssdk_bundle"))]  # Spark's, or 686 MB
+    assert all(p.parent == folder and p.stat().st_size > 1_000 for p in paths)
     (warning,) = [r.getMessage() for r in caplog.records if r.name == jars.__name__]
     assert f"Spark jars missing from {folder}" in warning and "fetching them once from Maven Central" in warning
     assert jars.ensure_jars() == paths  # the second start finds them

@@ -72,7 +72,7 @@ def jar_paths(directory: Path | None = None) -> list[Path]:
     paths = [folder / jar_file_name(c, v) for c, v in SPARK_PACKAGES.items()]
     try:
         paths += [folder / name for name in (folder / S3A_LIST).read_text().split()]
-    except FileNotFoundError:
+    except OSError:  # not fetched yet (or no folder there at all)
         paths.append(folder / S3A_LIST)
     if missing := [p.name for p in paths if not p.is_file()]:
         raise FileNotFoundError(
