@@ -20,6 +20,7 @@ from placsp_provider import settings
 from placsp_provider.datasets import get_dataset
 from placsp_provider.dead_letters.stats import count_dead_letters
 from placsp_provider.errors import ConfigError, PlacspError
+from placsp_provider.extras import require_spark
 from placsp_provider.lake import DEAD_LETTER_TABLE, LAKE_TABLES, bronze_dir, manifest_path, resolve_lake, table_path
 from placsp_provider.lake_storage import LakePath, lake_path
 from placsp_provider.quality.contract import CONTRACT_TABLES
@@ -345,6 +346,7 @@ def _cmd_maintain(args: argparse.Namespace) -> dict[str, Any]:
     lake = args.lake
     if not lake.is_dir():
         raise PlacspError(f"no lake at {lake}")
+    require_spark(f"lake {lake}: table maintenance")
     print(f"starting Spark (local) to maintain the tables of {lake}...", file=sys.stderr)
     with get_session("placsp-maintain") as spark:  # stopped on the way out
         return maintain_tables(spark, lake, tuple(args.table) or LAKE_TABLES)
@@ -386,6 +388,7 @@ def _cmd_dead_letter_replay(args: argparse.Namespace) -> dict[str, Any]:
     )
     if not (table_path(lake, DEAD_LETTER_TABLE) / "_delta_log").is_dir():
         raise PlacspError(f"no dead-letter table under {lake}: nothing to replay (is --lake the lake root?)")
+    require_spark(f"replay of {request.dataset}: the dead-letter replay")
     print(f"starting Spark (local) to replay dead letters of {request.dataset}, run {run_id}...", file=sys.stderr)
     with get_session("placsp-dead-letter-replay") as spark:
         summary = run_replay(spark, request)

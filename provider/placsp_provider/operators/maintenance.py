@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import Context
 
+from placsp_provider.extras import require_spark
 from placsp_provider.hooks.lake import LakeHook
 from placsp_provider.lake import LAKE_TABLES, maintenance_summary_path
 from placsp_provider.lineage.maintenance import maintenance_lineage
@@ -65,6 +66,7 @@ class PlacspMaintainOperator(SparkSubmitOperator):
 
     def execute(self, context: Context) -> dict[str, Any]:  # type: ignore[override]
         lake = LakeHook().lake(self.lake)
+        require_spark(f"lake {lake}: table maintenance")
         run_id = context["run_id"]
         tables = [arg for table in self.tables for arg in ("--table", table)]
         self.application_args = ["--lake", str(lake), "--run-id", run_id, *tables]
