@@ -1,13 +1,20 @@
-"""The wheel deployed as the README says, in a fresh virtualenv: the wheel installed with its `all`
-extras under the lock's constraints (`uv pip install`, from uv's cache), and a DAG folder holding the
-repository's one-line DAG files. From a folder that is not the checkout, with no PYTHONPATH, Airflow
-parses that folder, `placsp_daily` runs through `dag.test()` against the bundled pages, and
-`placsp quality check` checks what it wrote. About 40 s on a 2-core machine, most of it the run.
+"""The wheel deployed as the README says, in a fresh virtualenv: the plain wheel, WITHOUT extras
+(`pip install airflow-provider-placsp`: no Spark, no Prophet, no matplotlib), installed under the
+lock's constraints (`uv pip install`, from uv's cache), and a DAG folder holding the repository's
+one-line DAG files. From a folder that is not the checkout, with no PYTHONPATH, Airflow parses that
+folder, `placsp_daily` runs through `dag.test()` against the bundled pages (its first ingest, into a
+fresh lake, would go to Spark: without the `spark` extra it runs on delta-rs and says so, decision
+0042), `placsp quality check` checks what it wrote and `placsp quality volume` says which extra it
+lacks. About 30 s on a 2-core machine, most of it the run.
 
 What the run did is read here, from Airflow's metadata DB and the Delta tables, not from the
 pipeline's own summaries. The bundled pages live in the checkout's include/, not in the wheel: this
-process serves them on loopback, as `make demo` does. The checkout also lends the Spark jars it
-fetched (`PLACSP_SPARK_JARS`), so nothing is downloaded from Maven Central.
+process serves them on loopback, as `make demo` does.
+
+The extras are installed in the test environment itself (`make install`: `.[dev,all]` under the same
+lock), where every other test runs them: Spark, Prophet and matplotlib from a wheel add nothing a
+second fresh virtualenv (~20-40 s more) would catch that tests/test_wheel.py (the Spark jobs inside the
+wheel) and tests/compose (every extra's pins against the lock) do not.
 """
 
 from __future__ import annotations
@@ -18,6 +25,7 @@ import shutil
 import sqlite3
 import subprocess
 import sys
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -31,9 +39,9 @@ from tests.conftest import REPO, SAMPLES, uv
 pytestmark = pytest.mark.airflow
 
 # Run by the fresh virtualenv's Python: parse the DAG folder as the DAG processor does (safe mode),
-# run the daily DAG found there, say where everything was imported from.
+# run the daily DAG found there, say where everything was imported from and which Spark it has.
 _CHILD = """
-import json, sys
+import importlib.metadata, importlib.util, json, sys
 from datetime import UTC, datetime
 import airflow, placsp_provider
 from airflow.dag_processing.dagbag import DagBag
@@ -48,19 +56,24 @@ print("PLACSP_WHEEL " + json.dumps({
     "import_errors": bag.import_errors,
     "filelocs": {d.dag_id: d.fileloc for d in bag.dags.values()},
     "run_id": run.run_id,
+    "spark": {  # the Spark provider's pyspark-client brings a `pyspark` module: no JVM, no spark-submit
+        "pyspark_dist": [d.version for d in importlib.metadata.distributions() if d.metadata["Name"] == "pyspark"],
+        "delta": importlib.util.find_spec("delta") is not None,
+        "pyspark_module": importlib.util.find_spec("pyspark") is not None,
+    },
 }))
 """
 
 
 @pytest.fixture(scope="module")
 def venv(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A fresh virtualenv with the wheel and its `all` extras installed under the lock's constraints."""
+    """A fresh virtualenv with the plain wheel (no extras) installed under the lock's constraints."""
     folder = tmp_path_factory.mktemp("fresh") / "venv"
     made = subprocess.run([uv(), "venv", "--python", "3.11", str(folder)], capture_output=True, text=True)
     assert made.returncode == 0, made.stderr[-3000:]
     install = [
         uv(), "pip", "install", "--python", str(folder / "bin" / "python"),
-        "-c", str(REPO / "requirements" / "constraints.txt"), f"{wheel}[all]",
+        "-c", str(REPO / "requirements" / "constraints.txt"), str(wheel),
     ]  # fmt: skip
     # uv's cache (hard links) makes this about a second; a cache that lacks a package fills it online.
     done = subprocess.run([*install, "--offline"], capture_output=True, text=True)
@@ -72,11 +85,9 @@ def venv(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def _clean_env(venv: Path, **settings: str) -> dict[str, str]:
     """No PYTHONPATH and no trace of this test's virtualenv: the child sees only the fresh one."""
-    from placsp_provider.spark.jars import jar_dir
-
     path = [str(venv / "bin"), *(p for p in os.environ["PATH"].split(os.pathsep) if not p.startswith(sys.prefix))]
     kept = {k: os.environ[k] for k in ("HOME", "LANG", "LC_ALL", "TZ", "JAVA_HOME", "TMPDIR") if k in os.environ}
-    return {**kept, "PATH": os.pathsep.join(path), "PLACSP_SPARK_JARS": str(jar_dir()), **settings}
+    return {**kept, "PATH": os.pathsep.join(path), **settings}
 
 
 def test_the_installed_wheel_runs_the_daily_dag_from_a_one_line_dag_file(venv: Path, tmp_path: Path) -> None:
@@ -121,6 +132,18 @@ def test_the_installed_wheel_runs_the_daily_dag_from_a_one_line_dag_file(venv: P
     assert Path(found["airflow"]).is_relative_to(site_packages), found["airflow"]
     assert found["import_errors"] == {}
     assert found["filelocs"] == {name: str(dags / f"{name}.py") for name in DAG_NAMES}
+    # A plain install: no pyspark distribution, no delta-spark (only pyspark-client's `pyspark` module).
+    assert found["spark"] == {"pyspark_dist": [], "delta": False, "pyspark_module": True}, found["spark"]
+    assert not list(site_packages.glob("pyspark/bin/spark-submit")) and not (venv / "bin" / "spark-submit").exists()
+    # The first ingest, into a fresh lake, would have gone to Spark: the task says why it did not.
+    landed = sum(f.stat().st_size for f in (lake / "bronze" / "licitaciones" / "pages").iterdir())
+    warning = (
+        f"dataset licitaciones: {landed / 2**20:.1f} MB of pages (a fresh lake) would go to Spark (engine "
+        "spark+delta-rs), but "
+        "pyspark and delta-spark are not installed: pip install 'airflow-provider-placsp[spark]'; "
+        "ingesting with delta-rs in this process instead"
+    )
+    assert warning in child.stdout + child.stderr, (child.stdout + child.stderr)[-4000:]
 
     # Every task of the run succeeded, says Airflow's metadata DB.
     with sqlite3.connect(home / "airflow.db") as db:
@@ -157,3 +180,20 @@ def test_the_installed_wheel_runs_the_daily_dag_from_a_one_line_dag_file(venv: P
     shipped = (site_packages / "placsp_provider" / "quality" / "contracts").glob("*.odcs.yaml")
     contracts = {p.name.removesuffix(".odcs.yaml") for p in shipped}
     assert report["passed"] and {r["table"] for r in report["results"]} == contracts == set(report["tables"])
+
+    # The volume check needs Prophet (the `volume` extra): asked for a day with enough history, it is
+    # skipped and says which extra to install, never a failure.
+    updated = DeltaTable(str(table_path(lake, "entries"))).to_pyarrow_table(columns=["updated"])
+    day = max(u.date() for u in updated.column("updated").to_pylist()) + timedelta(days=2)
+    volume = subprocess.run(
+        [str(venv / "bin" / "placsp"), "quality", "volume", "--dataset", "licitaciones", "--lake", str(lake),
+         "--day", day.isoformat(), "--min-history-days", "2", "--json"],
+        cwd=elsewhere, env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert volume.returncode == 0, (volume.stdout + volume.stderr)[-3000:]
+    verdict = json.loads(volume.stdout[volume.stdout.index("{") :])
+    assert (verdict["status"], verdict["reason"], verdict["day"]) == (
+        "skipped",
+        "prophet is not installed: pip install 'airflow-provider-placsp[volume]'",
+        day.isoformat(),
+    ), verdict

@@ -20,6 +20,7 @@ from placsp_provider import settings
 from placsp_provider.datasets import get_dataset
 from placsp_provider.dead_letters.stats import count_dead_letters
 from placsp_provider.errors import ConfigError, PlacspError
+from placsp_provider.extras import require_spark
 from placsp_provider.lake import DEAD_LETTER_TABLE, LAKE_TABLES, bronze_dir, manifest_path, resolve_lake, table_path
 from placsp_provider.lake_storage import LakePath, lake_path
 from placsp_provider.quality.contract import CONTRACT_TABLES
@@ -342,7 +343,6 @@ def _cmd_ingest(args: argparse.Namespace) -> dict[str, Any]:
 
 def _cmd_maintain(args: argparse.Namespace) -> dict[str, Any]:
     from placsp_provider.maintenance import runs_on_spark
-    from placsp_provider.spark.maintenance import maintain_tables
 
     lake = args.lake
     if not lake.is_dir():
@@ -352,6 +352,9 @@ def _cmd_maintain(args: argparse.Namespace) -> dict[str, Any]:
 
         print(f"maintaining the tables of {lake} with delta-rs...", file=sys.stderr)
         return maintain_with_delta_rs(lake, tuple(args.table) or LAKE_TABLES)
+    require_spark(f"lake {lake}: table maintenance")
+    from placsp_provider.spark.maintenance import maintain_tables
+
     print(f"starting Spark (local) to maintain the tables of {lake}...", file=sys.stderr)
     with get_session("placsp-maintain") as spark:  # stopped on the way out
         return maintain_tables(spark, lake, tuple(args.table) or LAKE_TABLES)
@@ -393,6 +396,7 @@ def _cmd_dead_letter_replay(args: argparse.Namespace) -> dict[str, Any]:
     )
     if not (table_path(lake, DEAD_LETTER_TABLE) / "_delta_log").is_dir():
         raise PlacspError(f"no dead-letter table under {lake}: nothing to replay (is --lake the lake root?)")
+    require_spark(f"replay of {request.dataset}: the dead-letter replay")
     print(f"starting Spark (local) to replay dead letters of {request.dataset}, run {run_id}...", file=sys.stderr)
     with get_session("placsp-dead-letter-replay") as spark:
         summary = run_replay(spark, request)

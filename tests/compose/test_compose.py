@@ -565,7 +565,8 @@ def _pin_problems(pyproject: Doc, lock: Mapping[str, str]) -> list[str]:
     from packaging.requirements import Requirement
 
     problems = []
-    optional = [r for extra in ("volume", "report") for r in pyproject["project"]["optional-dependencies"][extra]]
+    extras = ("volume", "report", "spark")
+    optional = [r for extra in extras for r in pyproject["project"]["optional-dependencies"][extra]]
     for text in [*pyproject["project"]["dependencies"], *optional]:
         requirement = Requirement(text)
         locked = lock.get(check_lock.normalize(requirement.name))
@@ -1063,12 +1064,13 @@ def test_check_lock_reports_each_kind_of_drift() -> None:
 
 def test_check_lock_reads_the_projects_dependencies(pyproject: Doc) -> None:
     names = check_lock.project_dependencies(PYPROJECT.read_text())
-    assert {"apache-airflow", "pyspark", "delta-spark", "apache-airflow-providers-openlineage"} <= set(names)
+    assert {"apache-airflow", "apache-airflow-providers-openlineage", "deltalake"} <= set(names)
+    assert not {"pyspark", "delta-spark"} & set(names), "Spark is the `spark` extra (decision 0042)"
     assert len(names) == len(pyproject["project"]["dependencies"])
     assert set(names) <= set(read_lock()), "a dependency of pyproject.toml is missing from the lock"
-    # The image installs the `all` extra, which names the project's own `volume` and `report`.
+    # The image installs the `all` extra, which names the project's own `volume`, `report` and `spark`.
     with_all = check_lock.project_dependencies(PYPROJECT.read_text(), ["all"])
-    assert set(with_all) - set(names) == {"prophet", "holidays", "matplotlib"}
+    assert set(with_all) - set(names) == {"prophet", "holidays", "matplotlib", "pyspark", "delta-spark"}
     assert set(with_all) <= set(read_lock()), "a dependency of an extra is missing from the lock"
     with pytest.raises(ValueError, match="extra 'volumes' is not in"):
         check_lock.project_dependencies(PYPROJECT.read_text(), ["volumes"])

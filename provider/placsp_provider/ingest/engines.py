@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from placsp_provider.bronze.manifest import LandedPage
 from placsp_provider.datasets import Dataset
 from placsp_provider.errors import ConfigError
+from placsp_provider.extras import missing_spark
 from placsp_provider.ingest.request import IngestRequest, manifest_pages, pages_to_ingest
 from placsp_provider.ingest.tables import tables_exist
 from placsp_provider.lake_storage import LakePath, is_local
@@ -77,15 +78,39 @@ def choose_engine(request: IngestRequest, engine: str | None = None) -> str:
             f"not safe on S3 next to another writer (decision 0038); use {SPARK_DELTA_RS} or {DELTA_RS}"
         )
     if engine != "auto":
-        return engine
+        return _installed(request, engine, asked=True)
     exists = tables_exist(request.lake)
     pages = pages_to_ingest(request)[0] if exists else list(manifest_pages(request).values())
     size = sum(p.bytes for p in pages)
     if exists and size <= _limit_mb(MAX_MB_ENV, DEFAULT_MAX_MB) * _MB:
         return DELTA_RS
-    if on_s3 or size <= _limit_mb(WRITE_MAX_MB_ENV, DEFAULT_WRITE_MAX_MB) * _MB:
-        return SPARK_DELTA_RS  # on S3 every commit is delta-rs's (conditional PUTs): decision 0038
-    return SPARK
+    # On S3 every commit is delta-rs's (conditional PUTs): never Spark's MERGEs there (decision 0038).
+    small = size <= _limit_mb(WRITE_MAX_MB_ENV, DEFAULT_WRITE_MAX_MB) * _MB
+    spark = SPARK_DELTA_RS if on_s3 or small else SPARK
+    return _installed(
+        request, spark, asked=False, batch=f"{size / _MB:.1f} MB of pages{'' if exists else ' (a fresh lake)'}"
+    )
+
+
+def _installed(request: IngestRequest, engine: str, *, asked: bool, batch: str = "") -> str:
+    """`engine`, when it can run here. Spark is the `spark` extra (decision 0042): without it an engine
+    asked for by name is a ConfigError; what `auto` gave Spark goes to delta-rs, which ingests a batch
+    of any size (in this process, slower; decisions 0029, 0031), and says so."""
+    if not needs_spark(engine) or (reason := missing_spark()) is None:
+        return engine
+    if asked:
+        raise ConfigError(
+            f"dataset {request.dataset.key}: ingest engine {engine!r} needs Spark, but {reason}; or use {DELTA_RS}"
+        )
+    log.warning(
+        "dataset %s: %s would go to Spark (engine %s), but %s; ingesting with %s in this process instead",
+        request.dataset.key,
+        batch,
+        engine,
+        reason,
+        DELTA_RS,
+    )
+    return DELTA_RS
 
 
 def needs_spark(engine: str) -> bool:

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import Context
 
+from placsp_provider.extras import require_spark
 from placsp_provider.hooks.lake import LakeHook
 from placsp_provider.lake import LAKE_TABLES, maintenance_summary_path
 from placsp_provider.lineage.maintenance import maintenance_lineage
@@ -75,6 +76,7 @@ class PlacspMaintainOperator(SparkSubmitOperator):
             self.log.info("lake %s: maintaining %d table(s) with delta-rs", lake, len(self.tables))
             self._done = maintain_tables(lake, self.tables)
             return self._done
+        require_spark(f"lake {lake}: table maintenance")
         tables = [arg for table in self.tables for arg in ("--table", table)]
         self.application_args = ["--lake", str(lake), "--run-id", run_id, *tables]
         with tempfile.TemporaryDirectory(prefix="placsp-pyfiles-") as tmp:

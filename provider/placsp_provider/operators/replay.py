@@ -15,6 +15,7 @@ from airflow.sdk import Context
 
 from placsp_provider.datasets import get_dataset
 from placsp_provider.errors import ConfigError
+from placsp_provider.extras import require_spark
 from placsp_provider.hooks.lake import LakeHook
 from placsp_provider.lineage.guard import never_fails
 from placsp_provider.lineage.replay import replay_lineage
@@ -135,6 +136,7 @@ class DeadLetterReplayOperator(SparkSubmitOperator):
         from placsp_provider.spark.replay_job import describe
 
         request = self.replay_request(context["run_id"])
+        require_spark(f"replay of {request.dataset}: the dead-letter replay")
         with tempfile.TemporaryDirectory(prefix="placsp-replay-") as tmp:
             request_file, summary_file = Path(tmp) / "request.json", Path(tmp) / "summary.json"
             request_file.write_text(request.to_json())

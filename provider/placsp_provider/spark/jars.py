@@ -20,6 +20,7 @@ import tempfile
 from pathlib import Path
 
 from placsp_provider.errors import ConfigError
+from placsp_provider.extras import missing_spark, require_spark
 
 # delta-spark's jar must match the pip package (4.4.0); 4.4.1 is on PyPI but not on Maven Central.
 SPARK_PACKAGES: dict[str, str] = {
@@ -131,6 +132,7 @@ def fetch(directory: Path | None = None) -> list[Path]:
 def spark_env() -> dict[str, str]:
     """Environment for spark-submit from a venv: its launcher script needs SPARK_HOME to find the
     pip-installed Spark, and executors must run this same interpreter."""
+    require_spark("spark-submit")  # pyspark-client's `pyspark` has no spark-submit (decision 0042)
     import pyspark
 
     env = dict(os.environ)
@@ -143,6 +145,9 @@ def spark_env() -> dict[str, str]:
 def main(argv: list[str]) -> int:
     if argv[:1] != ["fetch"]:
         print("usage: python -m placsp_provider.spark.jars fetch", file=sys.stderr)
+        return 2
+    if reason := missing_spark():  # one line, not a traceback (decision 0042)
+        print(f"fetching the Spark jars needs Spark, but {reason}", file=sys.stderr)
         return 2
     for path in fetch():
         print(path)

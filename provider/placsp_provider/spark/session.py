@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
+from placsp_provider.extras import require_spark
 from placsp_provider.spark.class_archive import archive_options
 from placsp_provider.spark.jars import ensure_jars, spark_env
 
@@ -96,6 +97,7 @@ def local_conf(cores: str = "*") -> dict[str, str]:
 
 def get_session(app_name: str = "placsp", extra: dict[str, str] | None = None) -> SparkSession:
     """The active session if there is one (spark-submit, tests), else a local one with Delta."""
+    require_spark(f"Spark session {app_name!r}")  # the `spark` extra (decision 0042)
     from pyspark.sql import SparkSession
 
     active = SparkSession.getActiveSession()
