@@ -9,6 +9,7 @@ other word of the commands, the health check and the environments is the compose
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -241,3 +242,28 @@ def test_the_store_requires_the_key_pair_and_logs_no_secret(stack: Doc, store: L
     secret = lake_environment(stack)["AWS_SECRET_ACCESS_KEY"]
     assert "Added admin identity from AWS environment variables" in store.log.read_text()
     assert secret not in store.log.read_text()
+
+
+def test_the_cli_runs_in_the_triggerer_container(stack: Doc, store: LocalStore, bucket: str) -> None:
+    """docs/docker-compose.md's `docker compose exec airflow-triggerer ... placsp dead-letters stats`:
+    the CLI with that container's environment (AWS_* included), on the stack's lake."""
+    triggerer = {k: store.relocate(v) for k, v in environment(stack["services"]["airflow-triggerer"]).items()}
+    placsp = Path(sys.executable).with_name("placsp")
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": os.environ.get("PYTHONPATH", ""), **triggerer}
+    stats = subprocess.run(
+        ["bash", "-c", f'{placsp} dead-letters stats --lake "$PLACSP_LAKE" --dataset agregadas --json'],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert stats.returncode == 0, stats.stderr[-2000:]
+    assert json.loads(stats.stdout)["total"] == 0  # a fresh lake: no dead-letter table yet
+    denied = subprocess.run(
+        ["bash", "-c", f'{placsp} dead-letters stats --lake "$PLACSP_LAKE" --dataset agregadas --json'],
+        env={**env, "AWS_SECRET_ACCESS_KEY": "not-the-secret"},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert denied.returncode != 0, "with another key pair the CLI found an empty lake instead of failing"
