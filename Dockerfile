@@ -18,16 +18,13 @@ RUN set -eux; \
     apt-get clean; \
     rm -rf /var/lib/apt/lists/*; \
     java -version 2>&1 | grep 'version "17\.' >/dev/null
-# The project and the lake live at fixed paths, also created by docker/spark/Dockerfile: an empty
-# named volume takes the owner of the folder it is first mounted on, and both images give it to
-# airflow (uid 50000, group 0), the one user that writes the lake in every container.
-RUN install -d -o airflow -g 0 -m 0775 /opt/placsp /data/placsp-lake
+# The project lives at a fixed path. The lake is no folder of the image: docker-compose.yaml names
+# an S3 bucket (PLACSP_LAKE), which the tasks and the Spark executors all reach.
+RUN install -d -o airflow -g 0 -m 0775 /opt/placsp
 USER airflow
 
-# PLACSP_LAKE must be the same path wherever Spark executors and Airflow tasks read it.
 # PLACSP_SPARK_JARS stays set at run time: the jars fetched below are the ones every task uses.
-ENV PLACSP_LAKE=/data/placsp-lake \
-    PLACSP_SPARK_JARS=/opt/placsp/spark-jars \
+ENV PLACSP_SPARK_JARS=/opt/placsp/spark-jars \
     AIRFLOW__CORE__DAGS_FOLDER=/opt/placsp/dags
 
 COPY --chown=airflow:0 pyproject.toml README.md /opt/placsp/

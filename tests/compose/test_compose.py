@@ -276,7 +276,6 @@ class AirflowImage:
 
     project_root: str
     dags_folder: str
-    lake: str
     copies: dict[str, str]
 
     @property
@@ -291,7 +290,6 @@ def airflow_image(dockerfile: str) -> AirflowImage:
     return AirflowImage(
         project_root=editable[0].rstrip("/") if editable else "",
         dags_folder=env.get("AIRFLOW__CORE__DAGS_FOLDER", ""),
-        lake=env.get("PLACSP_LAKE", ""),
         copies=copies(dockerfile),
     )
 
@@ -419,8 +417,7 @@ def _has_healthcheck(service: Doc) -> bool:
 
 
 def mount_problems(doc: Doc, image: AirflowImage) -> list[str]:
-    """DAGs, include/ and the lake are mounted where the Airflow image looks for them, and the Spark
-    workers see the lake at the very path the Airflow tasks use."""
+    """DAGs and include/ are mounted where the Airflow image looks for them."""
     problems = []
     if image.copies.get("dags") != image.dags_folder:
         problems.append(
@@ -428,22 +425,110 @@ def mount_problems(doc: Doc, image: AirflowImage) -> list[str]:
         )
     if image.copies.get("include") != image.include_folder:
         problems.append(f"the image bakes include/ into {image.copies.get('include')}, not {image.include_folder}")
-    lake_volume = None
     for name, service in services_built_from(doc, AIRFLOW_DOCKERFILE).items():
         found = {m.target: m.source for m in mounts(service)}
         for source, target in (("./dags", image.dags_folder), ("./include", image.include_folder)):
             if found.get(target) != source:
                 problems.append(f"service {name}: {source} is not mounted at {target}, where the image expects it")
-        lake_volume = lake_volume or found.get(image.lake)
-        if image.lake not in found:
-            problems.append(f"service {name}: the lake is not mounted at PLACSP_LAKE={image.lake}")
         env = environment(service)
-        for variable, expected in (("PLACSP_LAKE", image.lake), ("AIRFLOW__CORE__DAGS_FOLDER", image.dags_folder)):
-            if variable in env and env[variable] != expected:
-                problems.append(f"service {name}: {variable}={env[variable]} but the image uses {expected}")
-    for name, service in services_running(doc, SPARK_WORKER_CLASS).items():
-        if Mount(str(lake_volume), image.lake) not in mounts(service):
-            problems.append(f"Spark worker {name} does not mount volume {lake_volume} at {image.lake}")
+        if env.get("AIRFLOW__CORE__DAGS_FOLDER", image.dags_folder) != image.dags_folder:
+            problems.append(
+                f"service {name}: AIRFLOW__CORE__DAGS_FOLDER={env['AIRFLOW__CORE__DAGS_FOLDER']} "
+                f"but the image uses {image.dags_folder}"
+            )
+    return problems
+
+
+# --- The lake on S3: one bucket, one key pair, as LakeHook reads it ---------------------------------
+
+LAKE_CONN_VARIABLE = "AIRFLOW_CONN_PLACSP_LAKE"
+STORE_IMAGE = "chrislusf/seaweedfs"
+S3_PORT_DEFAULT = "8333"  # `weed server -s3` without -s3.port
+
+
+def lake_connection(env: Mapping[str, str]) -> Any:
+    """The connection placsp_lake as Airflow builds it from the environment variable (JSON form)."""
+    from airflow.sdk import Connection
+
+    return Connection.from_json(env[LAKE_CONN_VARIABLE], conn_id="placsp_lake")
+
+
+def lake_environment(doc: Doc) -> dict[str, str]:
+    """The AWS_* environment LakeHook derives from the stack's connection placsp_lake (the scheduler's)."""
+    from placsp_provider.hooks.lake import credential_environment
+
+    conn = lake_connection(environment(doc["services"]["airflow-scheduler"]))
+    return credential_environment(conn.login, conn.password, conn.extra_dejson)
+
+
+def store_services(doc: Doc) -> dict[str, Doc]:
+    return {n: s for n, s in doc["services"].items() if s.get("image", "").split(":")[0] == STORE_IMAGE}
+
+
+def _expand(text: str, env: Mapping[str, str]) -> str:
+    """A container shell's `${NAME}` (written `$${NAME}` in the compose file) from the service's environment."""
+    return re.sub(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}", lambda m: env.get(m.group(1), ""), text)
+
+
+def lake_problems(doc: Doc) -> list[str]:
+    """Every Airflow service names one `s3://` lake and the connection placsp_lake; the processes that
+    read credentials from their own environment (Spark workers, the triggerer) get exactly what
+    LakeHook makes of that connection; the endpoint is the store's S3 port, the store accepts the key
+    pair, and the lake's bucket is created before any Airflow service starts. Secrets are never
+    quoted in a problem."""
+    problems = []
+    airflow = services_built_from(doc, AIRFLOW_DOCKERFILE)
+    lakes = {name: environment(s).get("PLACSP_LAKE", "") for name, s in airflow.items()}
+    for name, lake in lakes.items():
+        if not lake.startswith("s3://"):
+            problems.append(
+                f"service {name}: PLACSP_LAKE={lake!r} is not an s3:// lake, which Spark executors in other "
+                "containers could not reach"
+            )
+    if len(set(lakes.values())) > 1:
+        problems.append(f"the Airflow services name different lakes: {sorted(set(lakes.values()))}")
+    connections = {name: environment(s).get(LAKE_CONN_VARIABLE) for name, s in airflow.items()}
+    problems += [f"service {n}: no {LAKE_CONN_VARIABLE}" for n, c in connections.items() if c is None]
+    if len(set(connections.values())) > 1:
+        problems.append(f"the Airflow services have different {LAKE_CONN_VARIABLE}")
+    if problems or "airflow-scheduler" not in airflow:
+        return problems
+    bucket = urlsplit(lakes["airflow-scheduler"]).netloc
+    expected = lake_environment(doc)
+    from_own_env = dict(services_running(doc, SPARK_WORKER_CLASS))
+    from_own_env.update({n: s for n, s in airflow.items() if command_words(s)[:1] == ["triggerer"]})
+    for name, service in sorted(from_own_env.items()):
+        own = {k: v for k, v in environment(service).items() if k.startswith("AWS_")}
+        for key in sorted(set(own) | set(expected)):
+            # Allowing plain HTTP changes nothing for an https:// endpoint (a store of your own).
+            harmless = key == "AWS_ALLOW_HTTP" and key not in expected and own[key] == "true"
+            if own.get(key) != expected.get(key) and not harmless:
+                problems.append(f"service {name}: {key} is not the one of the connection placsp_lake (LakeHook)")
+    endpoint = urlsplit(expected.get("AWS_ENDPOINT_URL", ""))
+    store = doc["services"].get(endpoint.hostname or "")
+    if store is None:
+        return problems  # a store outside the stack (docker-compose.own-bucket.yaml)
+    words = command_words(store)
+    s3_port = next((w.split("=", 1)[1] for w in words if w.startswith("-s3.port=")), S3_PORT_DEFAULT)
+    if "server" not in words or "-s3" not in words:
+        problems.append(f"service {endpoint.hostname} runs {words}, not `weed server -s3`")
+    if str(endpoint.port) != s3_port:
+        problems.append(f"the lake's endpoint uses port {endpoint.port}, {endpoint.hostname} serves S3 on {s3_port}")
+    store_env = environment(store)
+    for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+        if store_env.get(key) != expected.get(key):
+            problems.append(f"service {endpoint.hostname}: its identity's {key} is not the connection's")
+    creators = [
+        n
+        for n, s in doc["services"].items()
+        if f"s3.bucket.create -name {bucket}" in _expand(" ".join(command_words(s)), environment(s))
+        and (s.get("depends_on") or {}).get(endpoint.hostname, {}).get("condition") == "service_healthy"
+    ]
+    if not creators:
+        problems.append(f"no service creates the bucket {bucket} once {endpoint.hostname} is healthy")
+    init = doc["services"].get("airflow-init", {}).get("depends_on") or {}
+    if creators and all(init.get(c, {}).get("condition") != "service_completed_successfully" for c in creators):
+        problems.append(f"airflow-init does not wait for the bucket {bucket} ({', '.join(creators)})")
     return problems
 
 
@@ -836,61 +921,211 @@ def test_health_check_catches_unhealthy_wiring(stack: Doc) -> None:
 # --- Mounts, Spark, lineage -----------------------------------------------------------------------
 
 
-def test_dags_include_and_lake_are_mounted_where_the_image_expects_them(stack: Doc, image: AirflowImage) -> None:
-    assert (image.project_root, image.dags_folder, image.lake) == (
-        "/opt/placsp",
-        "/opt/placsp/dags",
-        "/data/placsp-lake",
-    )
+def test_dags_and_include_are_mounted_where_the_image_expects_them(stack: Doc, image: AirflowImage) -> None:
+    assert (image.project_root, image.dags_folder) == ("/opt/placsp", "/opt/placsp/dags")
     assert mount_problems(stack, image) == []
     assert len(services_built_from(stack, AIRFLOW_DOCKERFILE)) == 5
     assert list(services_running(stack, SPARK_WORKER_CLASS)) == ["spark-worker"]
 
 
-def test_spark_image_prepares_the_lake_path_of_the_airflow_image(
-    dockerfiles: dict[str, str], image: AirflowImage
-) -> None:
-    # An empty named volume takes the owner of the folder it is first mounted on, in either image.
-    assert f"-o airflow -g 0 -m 0775 {image.lake}" in " ".join(runs(dockerfiles[SPARK_DOCKERFILE]))
-    assert image.lake in " ".join(runs(dockerfiles[AIRFLOW_DOCKERFILE]))
-
-
-def _worker_lake_elsewhere(doc: Doc) -> None:
-    doc["services"]["spark-worker"]["volumes"] = ["placsp-lake:/lake"]
+def test_no_service_mounts_a_lake_folder(stack: Doc) -> None:
+    # The lake is a bucket: what Airflow containers share is the task logs, and the Spark worker nothing.
+    shared = {
+        name: sorted(m.source for m in mounts(s) if not m.source.startswith("./"))
+        for name, s in stack["services"].items()
+    }
+    assert {n: v for n, v in shared.items() if n.startswith(("airflow-", "spark-"))} == {
+        "airflow-apiserver": ["airflow-logs"],
+        "airflow-dag-processor": ["airflow-logs"],
+        "airflow-db": ["airflow-db-data"],
+        "airflow-init": ["airflow-logs"],
+        "airflow-scheduler": ["airflow-logs"],
+        "airflow-triggerer": ["airflow-logs"],
+        "spark-master": [],
+        "spark-worker": [],
+    }
+    assert set(stack["volumes"]) == {"airflow-db-data", "airflow-logs", "marquez-db-data", "seaweedfs-data"}
 
 
 def _dags_elsewhere(doc: Doc) -> None:
     doc["services"]["airflow-triggerer"]["volumes"][0] = "./dags:/opt/airflow/dags:ro"
 
 
-def _no_lake_in_triggerer(doc: Doc) -> None:
-    doc["services"]["airflow-triggerer"]["volumes"].pop()
+def _no_include_in_scheduler(doc: Doc) -> None:
+    doc["services"]["airflow-scheduler"]["volumes"].pop(1)
 
 
-def _scheduler_lake_variable(doc: Doc) -> None:
-    doc["services"]["airflow-scheduler"]["environment"]["PLACSP_LAKE"] = "/tmp/lake"
+def _scheduler_dags_variable(doc: Doc) -> None:
+    doc["services"]["airflow-scheduler"]["environment"]["AIRFLOW__CORE__DAGS_FOLDER"] = "/tmp/dags"
 
 
 @pytest.mark.parametrize(
     ("change", "problem"),
     [
-        (_worker_lake_elsewhere, "Spark worker spark-worker does not mount volume placsp-lake at /data/placsp-lake"),
         (
             _dags_elsewhere,
             "service airflow-triggerer: ./dags is not mounted at /opt/placsp/dags, where the image expects it",
         ),
-        (_no_lake_in_triggerer, "service airflow-triggerer: the lake is not mounted at PLACSP_LAKE=/data/placsp-lake"),
         (
-            _scheduler_lake_variable,
-            "service airflow-scheduler: PLACSP_LAKE=/tmp/lake but the image uses /data/placsp-lake",
+            _no_include_in_scheduler,
+            "service airflow-scheduler: ./include is not mounted at /opt/placsp/include, where the image expects it",
+        ),
+        (
+            _scheduler_dags_variable,
+            "service airflow-scheduler: AIRFLOW__CORE__DAGS_FOLDER=/tmp/dags but the image uses /opt/placsp/dags",
         ),
     ],
-    ids=["worker-lake-path", "dags-target", "triggerer-lake", "lake-variable"],
+    ids=["dags-target", "include-missing", "dags-variable"],
 )
 def test_mount_check_catches_misplaced_mounts(
     stack: Doc, image: AirflowImage, change: Callable[[Doc], None], problem: str
 ) -> None:
     assert mount_problems(broken(stack, change), image) == [problem]
+
+
+# --- The lake: bucket, credentials, store ---------------------------------------------------------
+
+
+def test_lake_is_one_bucket_reached_with_the_connections_credentials(stack: Doc) -> None:
+    assert lake_problems(stack) == []
+    assert {environment(s)["PLACSP_LAKE"] for s in services_built_from(stack, AIRFLOW_DOCKERFILE).values()} == {
+        "s3://placsp-lake/lake"
+    }
+    assert lake_environment(stack) == {
+        "AWS_ACCESS_KEY_ID": "placsp",
+        "AWS_SECRET_ACCESS_KEY": "placsp-local-s3-secret-change-me",
+        "AWS_REGION": "us-east-1",
+        "AWS_ENDPOINT_URL": "http://seaweedfs:8333",
+        "AWS_ALLOW_HTTP": "true",
+    }
+
+
+def test_lake_hook_reads_the_stacks_connection(stack: Doc, monkeypatch: pytest.MonkeyPatch) -> None:
+    """What a task in the scheduler does with the compose environment: LakeHook resolves the lake and
+    loads the connection into the process's AWS_* environment (the Spark driver inherits it)."""
+    from placsp_provider.hooks.lake import LakeHook
+    from placsp_provider.lake_storage import uri
+
+    env = environment(stack["services"]["airflow-scheduler"])
+    for name in [*lake_environment(stack), "AWS_SESSION_TOKEN", "PLACSP_LAKE_CONN_ID"]:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("PLACSP_LAKE", env["PLACSP_LAKE"])
+    monkeypatch.setenv(LAKE_CONN_VARIABLE, env[LAKE_CONN_VARIABLE])
+    assert uri(LakeHook().lake()) == "s3://placsp-lake/lake"
+    assert {k: os.environ[k] for k in lake_environment(stack)} == lake_environment(stack)
+
+
+def test_lake_check_holds_for_a_bucket_of_your_own(stack: Doc) -> None:
+    own = {
+        "PLACSP_LAKE_BUCKET": "my-placsp-lake",
+        "PLACSP_S3_ACCESS_KEY": "AKIAEXAMPLE",
+        "PLACSP_S3_SECRET_KEY": "abc/def+ghi",
+        "PLACSP_S3_REGION": "eu-south-2",
+        "PLACSP_S3_ENDPOINT_URL": "https://s3.eu-south-2.amazonaws.com",
+    }
+    assert set(own) == {
+        name for name in read_env_file(ENV_EXAMPLE.read_text()) if name.startswith(("PLACSP_LAKE", "PLACSP_S3"))
+    }
+    doc = load_compose(COMPOSE_FILE.read_text(), own)
+    assert lake_problems(doc) == []
+    assert environment(doc["services"]["spark-worker"])["AWS_SECRET_ACCESS_KEY"] == "abc/def+ghi"
+    assert lake_environment(doc)["AWS_ENDPOINT_URL"] == "https://s3.eu-south-2.amazonaws.com"
+
+
+def _set_everywhere(doc: Doc, key: str, value: str) -> None:
+    for service in services_built_from(doc, AIRFLOW_DOCKERFILE).values():
+        service["environment"][key] = value
+
+
+@pytest.mark.parametrize(
+    ("change", "problems"),
+    [
+        (
+            lambda d: d["services"]["spark-worker"]["environment"].update(AWS_SECRET_ACCESS_KEY="other"),
+            ["service spark-worker: AWS_SECRET_ACCESS_KEY is not the one of the connection placsp_lake (LakeHook)"],
+        ),
+        (
+            lambda d: [
+                d["services"]["airflow-triggerer"]["environment"].pop(k) for k in ("AWS_REGION", "AWS_ALLOW_HTTP")
+            ],
+            [
+                "service airflow-triggerer: AWS_ALLOW_HTTP is not the one of the connection placsp_lake (LakeHook)",
+                "service airflow-triggerer: AWS_REGION is not the one of the connection placsp_lake (LakeHook)",
+            ],
+        ),
+        (
+            lambda d: d["services"]["airflow-apiserver"]["environment"].update(PLACSP_LAKE="/data/placsp-lake"),
+            [
+                "service airflow-apiserver: PLACSP_LAKE='/data/placsp-lake' is not an s3:// lake, which Spark "
+                "executors in other containers could not reach",
+                "the Airflow services name different lakes: ['/data/placsp-lake', 's3://placsp-lake/lake']",
+            ],
+        ),
+        (
+            lambda d: d["services"]["airflow-dag-processor"]["environment"].pop(LAKE_CONN_VARIABLE),
+            [
+                f"service airflow-dag-processor: no {LAKE_CONN_VARIABLE}",
+                f"the Airflow services have different {LAKE_CONN_VARIABLE}",
+            ],
+        ),
+        (
+            lambda d: d["services"]["seaweedfs"].update(command=["server", "-ip=seaweedfs", "-s3", "-s3.port=8334"]),
+            ["the lake's endpoint uses port 8333, seaweedfs serves S3 on 8334"],
+        ),
+        (
+            lambda d: d["services"]["seaweedfs"]["environment"].update(AWS_SECRET_ACCESS_KEY="other"),
+            ["service seaweedfs: its identity's AWS_SECRET_ACCESS_KEY is not the connection's"],
+        ),
+        (
+            lambda d: _set_everywhere(d, "PLACSP_LAKE", "s3://another-bucket/lake"),
+            ["no service creates the bucket another-bucket once seaweedfs is healthy"],
+        ),
+        (
+            lambda d: d["services"]["airflow-init"]["depends_on"].pop("seaweedfs-init"),
+            ["airflow-init does not wait for the bucket placsp-lake (seaweedfs-init)"],
+        ),
+    ],
+    ids=[
+        "worker-secret",
+        "triggerer-env",
+        "local-lake",
+        "no-connection",
+        "s3-port",
+        "store-key",
+        "bucket",
+        "init-order",
+    ],
+)
+def test_lake_check_catches_a_broken_contract(stack: Doc, change: Callable[[Doc], None], problems: list[str]) -> None:
+    found = lake_problems(broken(stack, change))
+    assert found == problems
+    assert not [p for p in found if "placsp-local-s3-secret" in p], "a problem quotes the secret"
+
+
+def test_own_bucket_override_drops_exactly_the_local_store(stack: Doc) -> None:
+    """docker-compose.own-bucket.yaml disables the store's services and keeps every other dependency
+    of airflow-init (checked with compose-go v2.16.0 when written: the merged model had neither)."""
+
+    class Loader(yaml.SafeLoader):
+        pass
+
+    Loader.add_constructor("!override", lambda loader, node: loader.construct_mapping(node, deep=True))
+    override = yaml.load((REPO / "docker-compose.own-bucket.yaml").read_text(), Loader=Loader)["services"]
+    disabled = {name for name, service in override.items() if service.get("profiles")}
+    assert disabled == set(store_services(stack)) == {"seaweedfs", "seaweedfs-init"}
+    kept = {k: v for k, v in stack["services"]["airflow-init"]["depends_on"].items() if k not in disabled}
+    assert override["airflow-init"]["depends_on"] == kept
+    assert not any(
+        disabled & set(s.get("depends_on") or {})
+        for n, s in stack["services"].items()
+        if n not in disabled | {"airflow-init"}
+    )
+
+
+def test_store_services_run_one_image(stack: Doc) -> None:
+    # Pinned like every image (test_every_image_is_pinned); test_lake_store.py checks the tag is the
+    # release of the server tests/s3 builds.
+    assert len({s["image"] for s in store_services(stack).values()}) == 1
 
 
 def test_mount_check_catches_an_image_that_bakes_dags_elsewhere(stack: Doc, dockerfiles: dict[str, str]) -> None:
@@ -1031,6 +1266,7 @@ def test_build_context_sends_every_copied_file(dockerfiles: dict[str, str]) -> N
 def test_nothing_is_downloaded_from_a_hard_coded_host(stack: Doc) -> None:
     owned = [
         COMPOSE_FILE,
+        REPO / "docker-compose.own-bucket.yaml",
         ENV_EXAMPLE,
         REPO / ".dockerignore",
         *sorted((REPO / "docker").rglob("*")),

@@ -8,6 +8,7 @@ here (in seconds, without starting anything). Every checker is also run on a del
 from __future__ import annotations
 
 import copy
+import json
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,15 @@ PORTS = Ports(*range(41001, 41001 + len(Ports.__dataclass_fields__)))
 PATHS = LocalPaths(home=Path("/tmp/st/airflow"), lake=Path("/tmp/st/lake"), spark_work=Path("/tmp/st/spark"))
 BASE_ENV = {"PATH": "/usr/bin:/bin", "HOME": "/root", "LANG": "C.UTF-8"}
 IMAGE_PATHS = ("/opt/", "/data/", "/home/airflow/")
+STORE_ADDRESS = "seaweedfs:8333"  # the lake's S3 endpoint in the compose file
+# The compose file keeps the lake in S3 (its seaweedfs service); until tests/system runs that store too
+# (tests/system/deployment.py: the store's address in host_map, PLACSP_LAKE no longer a local folder),
+# the system test replaces the lake by a folder. These checks say exactly that much, no more.
+SYSTEM_TEST_LAKE_IS_A_FOLDER = STORE_ADDRESS not in deployment.host_map(PORTS)
+PENDING_REASON = (
+    "tests/system does not run the stack's S3 store yet: deployment.host_map needs 'seaweedfs:8333', "
+    "PLACSP_LAKE must stay compose's s3:// value, the Spark worker's AWS_ENDPOINT_URL must be relocated"
+)
 
 
 def drift(stack: dict[str, Any], local: list[deployment.Service]) -> list[str]:
@@ -69,9 +79,16 @@ def local(stack: dict[str, Any]) -> list[deployment.Service]:
     return deployment.airflow_services(stack, PORTS, PATHS, BASE_ENV)
 
 
+def lake_folder_drift(names: list[str]) -> list[str]:
+    """The drift a lake kept in a folder by the system test shows (none once it runs the store)."""
+    if not SYSTEM_TEST_LAKE_IS_A_FOLDER:
+        return []
+    return [f"{name}: PLACSP_LAKE='s3://placsp-lake/lake' is not an image path, yet replaced" for name in names]
+
+
 def test_system_test_runs_the_compose_airflow_services_with_their_settings(stack: dict[str, Any]) -> None:
     services = local(stack)
-    assert drift(stack, services) == []
+    assert drift(stack, services) == lake_folder_drift(list(deployment.AIRFLOW_SERVICES))
     by_name = {s.name: s for s in services}
     # Spot checks of what the relocation must give, in case the rule above is itself wrong.
     scheduler = by_name["airflow-scheduler"].env
@@ -81,7 +98,7 @@ def test_system_test_runs_the_compose_airflow_services_with_their_settings(stack
     )
     assert scheduler["AIRFLOW_CONN_SPARK_DEFAULT"].count(f"spark://127.0.0.1:{PORTS.spark_master}") == 1
     assert f"http://127.0.0.1:{PORTS.lineage}" in scheduler["AIRFLOW__OPENLINEAGE__TRANSPORT"]
-    assert scheduler["SPARK_LOCAL_HOSTNAME"] == "127.0.0.1" and scheduler["PLACSP_LAKE"] == str(PATHS.lake)
+    assert scheduler["SPARK_LOCAL_HOSTNAME"] == "127.0.0.1"
     assert by_name["airflow-apiserver"].command[:2] == [
         "bash",
         str(deployment.REPO / "docker/airflow/with-ui-login.sh"),
@@ -95,12 +112,15 @@ def test_drift_is_found(stack: dict[str, Any]) -> None:
     services[2].env.pop("PLACSP_LAKE")
     services[3].command = [*services[3].command, "--capacity", "1"]
     services[0].env["AIRFLOW__CORE__PARALLELISM"] = "4"
-    assert drift(stack, services) == [
-        "airflow-apiserver: AIRFLOW__CORE__PARALLELISM is set only in the system test",
-        "airflow-scheduler: AIRFLOW__CORE__EXECUTOR='SequentialExecutor', compose says 'LocalExecutor'",
-        "airflow-dag-processor: PLACSP_LAKE is not set",
-        f"airflow-triggerer: command {services[3].command}, compose says ['triggerer']",
-    ]
+    assert sorted(drift(stack, services)) == sorted(
+        [
+            "airflow-apiserver: AIRFLOW__CORE__PARALLELISM is set only in the system test",
+            "airflow-scheduler: AIRFLOW__CORE__EXECUTOR='SequentialExecutor', compose says 'LocalExecutor'",
+            "airflow-dag-processor: PLACSP_LAKE is not set",
+            f"airflow-triggerer: command {services[3].command}, compose says ['triggerer']",
+            *lake_folder_drift(["airflow-apiserver", "airflow-scheduler", "airflow-triggerer"]),
+        ]
+    )
     extra = copy.deepcopy(stack)
     extra["services"]["airflow-worker"] = {**stack["services"]["airflow-scheduler"], "command": "celery worker"}
     assert drift(extra, local(stack))[0].startswith("compose runs ['airflow-apiserver', 'airflow-dag-processor'")
@@ -128,3 +148,19 @@ def test_spark_master_and_worker_are_compose_commands_on_loopback(stack: dict[st
     ]
     # The worker's size comes from compose's variables: its cores, and less memory for the test.
     assert (worker.env["SPARK_WORKER_CORES"], worker.env["SPARK_WORKER_MEMORY"]) == ("2", "1g")
+
+
+@pytest.mark.xfail(SYSTEM_TEST_LAKE_IS_A_FOLDER, reason=PENDING_REASON, strict=True)
+def test_system_test_keeps_the_lake_in_the_stacks_s3_store(stack: dict[str, Any]) -> None:
+    """Compose's lake contract, as the system test must play it: the s3:// lake itself, the connection
+    placsp_lake and the AWS_* of the Spark worker and the triggerer pointing at the local store."""
+    store = "http://" + deployment.host_map(PORTS)[STORE_ADDRESS]
+    by_name = {s.name: s for s in local(stack)}
+    assert {s.env["PLACSP_LAKE"] for s in by_name.values()} == {"s3://placsp-lake/lake"}
+    connection = json.loads(by_name["airflow-scheduler"].env["AIRFLOW_CONN_PLACSP_LAKE"])
+    assert connection["extra"]["endpoint_url"] == store
+    triggerer = by_name["airflow-triggerer"].env
+    _, worker = deployment.spark_services(stack, PORTS, PATHS, BASE_ENV)
+    for env in (triggerer, worker.env):
+        assert env["AWS_ENDPOINT_URL"] == store
+        assert (env["AWS_ACCESS_KEY_ID"], env["AWS_SECRET_ACCESS_KEY"]) == (connection["login"], connection["password"])
