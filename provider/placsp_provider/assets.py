@@ -1,7 +1,7 @@
 """The lake's Delta tables as Airflow Assets, named exactly as OpenLineage names them.
 
-An Asset's URI is `file://` + the table's absolute path: the OpenLineage dataset (namespace `file`,
-name the absolute path, lineage/naming.py) written as a URI, so the Assets view and the lineage
+An Asset's URI is the table's OpenLineage dataset (lineage/naming.py) written as a URI: `file://` +
+the absolute path on local disk, `s3://<bucket>/<key>` on S3; so the Assets view and the lineage
 catalogue show one node per table. Tasks that write a table declare it as an outlet; a DAG scheduled
 on `silver_asset("entries")` runs after each Silver update (placsp_provider/dags/placsp_silver_entries_export.py).
 
@@ -20,7 +20,8 @@ from placsp_provider.lineage.naming import lake_table
 def lake_asset(table: str, lake: str | LakePath | None = None) -> Asset:
     """The Asset of one lake table (`entries`, ..., `dead_letters`, `reconciliation`)."""
     name = lake_table(resolve_lake(lake), table)
-    return Asset(uri=f"file://{name.name}", group="placsp")
+    uri = f"file://{name.name}" if name.namespace == "file" else f"{name.namespace}/{name.name}"
+    return Asset(uri=uri, group="placsp")
 
 
 def silver_asset(table: str = "entries", lake: str | LakePath | None = None) -> Asset:

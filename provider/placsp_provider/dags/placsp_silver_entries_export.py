@@ -1,6 +1,6 @@
 """placsp_silver_entries_export: an example of a DAG downstream of the lake, run on each Silver update.
 
-Scheduled on the Silver `entries` Asset (`file://<lake>/silver/entries`, the same name OpenLineage
+Scheduled on the Silver `entries` Asset (`file://<lake>/silver/entries`, or `s3://...` on S3: the name OpenLineage
 gives the table): every successful Silver ingest or replay that writes the table emits an Asset
 event, and this DAG runs once after it. It writes a small export a dashboard or another team can
 poll without Spark: `<lake>/exports/silver_entries.json`, the table's Delta version and its entries
@@ -36,10 +36,11 @@ with DAG(
         from collections import Counter
 
         from placsp_provider.bronze.landing import write_text_atomically
-        from placsp_provider.lake import resolve_lake, table_path
+        from placsp_provider.hooks.lake import LakeHook
+        from placsp_provider.lake import table_path
         from placsp_provider.lake_storage import open_table, uri
 
-        lake = resolve_lake()
+        lake = LakeHook().lake()  # an S3 lake's credentials from the connection placsp_lake
         path = uri(table_path(lake, "entries"))
         table = open_table(table_path(lake, "entries"))
         datasets = table.to_pyarrow_table(columns=["dataset"]).column("dataset").to_pylist()
