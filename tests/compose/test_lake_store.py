@@ -2,7 +2,7 @@
 with the `weed` binary tests/s3 builds (no Docker engine here), then the lake written and read with
 the stack's own connection and the Spark worker's own environment.
 
-Only what Docker would do is played here: the image's entrypoint arguments (`ENTRYPOINT_SERVER_ARGS`),
+Only what Docker would do is played here: the image's entrypoint arguments (`deployment.STORE_ENTRYPOINT_ARGS`),
 the data folder, and the service names and fixed ports replaced by 127.0.0.1 and free ports. Every
 other word of the commands, the health check and the environments is the compose file's.
 """
@@ -25,25 +25,16 @@ from tests.compose.test_compose import (
     COMPOSE_FILE,
     LAKE_CONN_VARIABLE,
     Doc,
-    command_words,
     environment,
     lake_environment,
     load_compose,
     store_services,
 )
 from tests.s3 import seaweedfs
+from tests.system.deployment import LocalPaths, Ports, host_map, store_service
 
 pytestmark = [pytest.mark.s3, pytest.mark.http]
 
-# What the image's /entrypoint.sh puts before the arguments of `server` (docker/entrypoint.sh of
-# SeaweedFS 4.53: `weed -logtostderr=true server -dir=/data -volume.max=0 -master.volumeSizeLimitMB=1024`).
-ENTRYPOINT_SERVER_ARGS = [
-    "-logtostderr=true",
-    "server",
-    "-dir=/data",
-    "-volume.max=0",
-    "-master.volumeSizeLimitMB=1024",
-]
 READY_SECONDS = 90
 
 
@@ -79,35 +70,17 @@ def store(stack: Doc, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Loca
     bin_dir = work / "bin"
     bin_dir.mkdir()
     (bin_dir / "weed").symlink_to(seaweedfs.binary())
-    s3, master, volume, filer = seaweedfs._free_ports(4)
-    words = [*ENTRYPOINT_SERVER_ARGS, *command_words(spec)[1:]]
-    assert command_words(spec)[0] == "server"
-    local = {
-        "-dir=/data": f"-dir={work / 'data'}",
-        "-ip=seaweedfs": "-ip=127.0.0.1",
-        "-ip.bind=0.0.0.0": "-ip.bind=127.0.0.1",
-        "-s3.port=8333": f"-s3.port={s3}",
-    }
-    assert set(local) <= set(words), f"the compose command changed: {words}"
-    # The compose file leaves these at their defaults (9333, 8080, 8888): free ports here.
-    args = [local.get(w, w) for w in words] + [
-        f"-master.port={master}",
-        f"-volume.port={volume}",
-        f"-filer.port={filer}",
-    ]
-    (work / "data").mkdir()
+    # The system test's own rule for playing compose's store here (tests/system/deployment.py).
+    ports = Ports.free()
+    paths = LocalPaths(home=work / "airflow", store=work / "data", spark_work=work / "spark")
+    server = store_service(stack, ports, paths, bin_dir / "weed")
+    paths.store.mkdir()
     log = work / "weed.log"
-    env = {"PATH": "/usr/bin:/bin", **environment(spec)}
     with log.open("wb") as out:
         process = subprocess.Popen(
-            [str(bin_dir / "weed"), *args], stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True
+            server.command, stdout=out, stderr=subprocess.STDOUT, env=server.env, start_new_session=True
         )
-    hosts = {
-        "seaweedfs:8333": f"127.0.0.1:{s3}",
-        "localhost:8333": f"127.0.0.1:{s3}",
-        "seaweedfs:9333": f"127.0.0.1:{master}",
-        "seaweedfs:8888": f"127.0.0.1:{filer}",
-    }
+    hosts = {**host_map(ports), "localhost:8333": f"127.0.0.1:{ports.s3}"}
     running = LocalStore(process, hosts, log, bin_dir)
     healthcheck = [running.relocate(w) for w in spec["healthcheck"]["test"][1:]]  # after "CMD"
     deadline = time.monotonic() + READY_SECONDS

@@ -20,18 +20,10 @@ from tests.system.deployment import LocalPaths, Ports
 pytestmark = pytest.mark.unit
 
 PORTS = Ports(*range(41001, 41001 + len(Ports.__dataclass_fields__)))
-PATHS = LocalPaths(home=Path("/tmp/st/airflow"), lake=Path("/tmp/st/lake"), spark_work=Path("/tmp/st/spark"))
+PATHS = LocalPaths(home=Path("/tmp/st/airflow"), store=Path("/tmp/st/seaweedfs"), spark_work=Path("/tmp/st/spark"))
 BASE_ENV = {"PATH": "/usr/bin:/bin", "HOME": "/root", "LANG": "C.UTF-8"}
 IMAGE_PATHS = ("/opt/", "/data/", "/home/airflow/")
 STORE_ADDRESS = "seaweedfs:8333"  # the lake's S3 endpoint in the compose file
-# The compose file keeps the lake in S3 (its seaweedfs service); until tests/system runs that store too
-# (tests/system/deployment.py: the store's address in host_map, PLACSP_LAKE no longer a local folder),
-# the system test replaces the lake by a folder. These checks say exactly that much, no more.
-SYSTEM_TEST_LAKE_IS_A_FOLDER = STORE_ADDRESS not in deployment.host_map(PORTS)
-PENDING_REASON = (
-    "tests/system does not run the stack's S3 store yet: deployment.host_map needs 'seaweedfs:8333', "
-    "PLACSP_LAKE must stay compose's s3:// value, the Spark worker's AWS_ENDPOINT_URL must be relocated"
-)
 
 
 def drift(stack: dict[str, Any], local: list[deployment.Service]) -> list[str]:
@@ -79,16 +71,9 @@ def local(stack: dict[str, Any]) -> list[deployment.Service]:
     return deployment.airflow_services(stack, PORTS, PATHS, BASE_ENV)
 
 
-def lake_folder_drift(names: list[str]) -> list[str]:
-    """The drift a lake kept in a folder by the system test shows (none once it runs the store)."""
-    if not SYSTEM_TEST_LAKE_IS_A_FOLDER:
-        return []
-    return [f"{name}: PLACSP_LAKE='s3://placsp-lake/lake' is not an image path, yet replaced" for name in names]
-
-
 def test_system_test_runs_the_compose_airflow_services_with_their_settings(stack: dict[str, Any]) -> None:
     services = local(stack)
-    assert drift(stack, services) == lake_folder_drift(list(deployment.AIRFLOW_SERVICES))
+    assert drift(stack, services) == []
     by_name = {s.name: s for s in services}
     # Spot checks of what the relocation must give, in case the rule above is itself wrong.
     scheduler = by_name["airflow-scheduler"].env
@@ -118,7 +103,6 @@ def test_drift_is_found(stack: dict[str, Any]) -> None:
             "airflow-scheduler: AIRFLOW__CORE__EXECUTOR='SequentialExecutor', compose says 'LocalExecutor'",
             "airflow-dag-processor: PLACSP_LAKE is not set",
             f"airflow-triggerer: command {services[3].command}, compose says ['triggerer']",
-            *lake_folder_drift(["airflow-apiserver", "airflow-scheduler", "airflow-triggerer"]),
         ]
     )
     extra = copy.deepcopy(stack)
@@ -150,7 +134,6 @@ def test_spark_master_and_worker_are_compose_commands_on_loopback(stack: dict[st
     assert (worker.env["SPARK_WORKER_CORES"], worker.env["SPARK_WORKER_MEMORY"]) == ("2", "1g")
 
 
-@pytest.mark.xfail(SYSTEM_TEST_LAKE_IS_A_FOLDER, reason=PENDING_REASON, strict=True)
 def test_system_test_keeps_the_lake_in_the_stacks_s3_store(stack: dict[str, Any]) -> None:
     """Compose's lake contract, as the system test must play it: the s3:// lake itself, the connection
     placsp_lake and the AWS_* of the Spark worker and the triggerer pointing at the local store."""

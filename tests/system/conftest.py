@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import shutil
 import time
 from collections.abc import Iterator
@@ -44,7 +45,9 @@ def stack(out: Path, timings: dict[str, float]) -> Iterator:
     from tests.system.stack import Stack
 
     start = time.monotonic()
-    with Stack(out, variables={"PLACSP_DAILY_DEADLINE_MINUTES": DEADLINE_MINUTES}) as running:
+    # The store's key pair is the run's own: test_deployed greps everything the run wrote for the secret.
+    variables = {"PLACSP_DAILY_DEADLINE_MINUTES": DEADLINE_MINUTES, "PLACSP_S3_SECRET_KEY": secrets.token_hex(16)}
+    with Stack(out, variables=variables) as running:
         timings["stack up"] = time.monotonic() - start
         timings.update({f"  {k}": v for k, v in running.timings.items()})
         yield running

@@ -33,6 +33,10 @@ COMPOSE_FILE = REPO / "docker-compose.yaml"
 
 AIRFLOW_SERVICES = ("airflow-apiserver", "airflow-scheduler", "airflow-dag-processor", "airflow-triggerer")
 SPARK_SERVICES = ("spark-master", "spark-worker")
+STORE_SERVICE, STORE_INIT = "seaweedfs", "seaweedfs-init"  # the lake's S3 store, and its bucket's creation
+# What the store image's /entrypoint.sh puts before the arguments of `server` (docker/entrypoint.sh of
+# SeaweedFS 4.53: `weed -logtostderr=true server -dir=/data -volume.max=0 -master.volumeSizeLimitMB=1024`).
+STORE_ENTRYPOINT_ARGS = ["-logtostderr=true", "server", "-dir=/data", "-volume.max=0", "-master.volumeSizeLimitMB=1024"]
 
 # What a user would write in .env to run the stack against the loopback site on a small machine.
 COMPOSE_VARIABLES = {
@@ -41,9 +45,9 @@ COMPOSE_VARIABLES = {
     "AIRFLOW_ADMIN_PASSWORD": "airflow",
 }
 
-# Environment variables whose compose value is a path inside an image, and what plays it here.
+# Environment variables whose compose value is a path inside an image, and what plays it here. (The
+# lake is not one: it is compose's own `s3://` prefix, in the store played by a local `weed`.)
 CONTAINER_PATHS = (
-    "PLACSP_LAKE",
     "PYSPARK_PYTHON",
     "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE",
     "SPARK_LOCAL_HOSTNAME",  # a Docker service name, advertised by the Spark driver
@@ -79,27 +83,23 @@ class Ports:
     scheduler_health: int
     worker_logs: int
     trigger_logs: int
+    s3: int  # the store's S3 API, master, volume server and filer
+    s3_master: int
+    s3_volume: int
+    s3_filer: int
 
     @classmethod
     def free(cls) -> Ports:
-        import socket
+        """Free ports whose port + 10000 is free too (the store's gRPC twins; harmless for the others)."""
+        from tests.s3.seaweedfs import _free_ports
 
-        sockets = []
-        try:
-            for _ in cls.__dataclass_fields__:
-                s = socket.socket()
-                s.bind(("127.0.0.1", 0))
-                sockets.append(s)
-            return cls(*(s.getsockname()[1] for s in sockets))
-        finally:
-            for s in sockets:
-                s.close()
+        return cls(*_free_ports(len(cls.__dataclass_fields__)))
 
 
 @dataclass
 class LocalPaths:
     home: Path  # AIRFLOW_HOME
-    lake: Path
+    store: Path  # the S3 store's data folder (compose's volume seaweedfs-data)
     spark_work: Path
 
     @property
@@ -138,6 +138,9 @@ def host_map(ports: Ports) -> dict[str, str]:
         "airflow-apiserver:8080": f"127.0.0.1:{ports.api}",
         "spark-master:7077": f"127.0.0.1:{ports.spark_master}",
         "marquez:5000": f"127.0.0.1:{ports.lineage}",
+        "seaweedfs:8333": f"127.0.0.1:{ports.s3}",
+        "seaweedfs:9333": f"127.0.0.1:{ports.s3_master}",
+        "seaweedfs:8888": f"127.0.0.1:{ports.s3_filer}",
     }
 
 
@@ -155,7 +158,6 @@ def airflow_services(
     hosts = host_map(ports)
     venv_bin = Path(sys.executable).parent
     container_paths = {
-        "PLACSP_LAKE": str(paths.lake),
         "PYSPARK_PYTHON": sys.executable,
         "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(paths.passwords_file),
         "SPARK_LOCAL_HOSTNAME": "127.0.0.1",
@@ -215,7 +217,7 @@ def spark_services(
             words[words.index(flag) + 1] = value
         env = {
             **base_env,
-            **compose_env(spec),
+            **{k: relocate(v, hosts) for k, v in compose_env(spec).items()},  # the lake's store, on loopback
             "SPARK_HOME": str(spark_home),
             "SPARK_LOCAL_IP": "127.0.0.1",
             "SPARK_LOG_DIR": str(paths.spark_work / "logs"),
@@ -223,6 +225,43 @@ def spark_services(
         }
         services.append(Service(name, words, env))
     return services
+
+
+def store_service(stack: dict[str, Any], ports: Ports, paths: LocalPaths, weed: Path) -> Service:
+    """The lake's store: compose's `weed server -s3` command after the image's entrypoint arguments,
+    its data folder, and loopback with free ports for the fixed ones (the compose file leaves master,
+    volume and filer at their defaults). Its environment is compose's: the key pair it requires."""
+    spec = stack["services"][STORE_SERVICE]
+    words = compose_words(spec)
+    if words[:1] != ["server"]:
+        raise ValueError(f"the compose file's {STORE_SERVICE} command changed: {words}")
+    local = {
+        "-dir=/data": f"-dir={paths.store}",
+        "-ip=seaweedfs": "-ip=127.0.0.1",
+        "-ip.bind=0.0.0.0": "-ip.bind=127.0.0.1",
+        "-s3.port=8333": f"-s3.port={ports.s3}",
+    }
+    args = [*STORE_ENTRYPOINT_ARGS, *words[1:]]
+    if missing := sorted(set(local) - set(args)):
+        raise ValueError(f"the compose file's {STORE_SERVICE} command changed: {missing} not in {words}")
+    args = [local.get(w, w) for w in args]
+    args += [f"-master.port={ports.s3_master}", f"-volume.port={ports.s3_volume}", f"-filer.port={ports.s3_filer}"]
+    return Service(STORE_SERVICE, [str(weed), *args], {"PATH": "/usr/bin:/bin", **compose_env(spec)})
+
+
+def store_healthcheck(stack: dict[str, Any], ports: Ports) -> list[str]:
+    """The store's compose health check (run inside its container, where localhost is the store)."""
+    words = [str(w) for w in stack["services"][STORE_SERVICE]["healthcheck"]["test"][1:]]  # after "CMD"
+    return [relocate(w, {"localhost:8333": f"127.0.0.1:{ports.s3}", **host_map(ports)}) for w in words]
+
+
+def store_init(stack: dict[str, Any], ports: Ports, bin_dir: Path) -> Service:
+    """seaweedfs-init as its container runs it: `/bin/sh -c <script>`, `weed` on the PATH."""
+    spec = stack["services"][STORE_INIT]
+    if spec.get("entrypoint") != ["/bin/sh", "-c"] or len(spec.get("command") or []) != 1:
+        raise ValueError(f"the compose file's {STORE_INIT} is no longer one /bin/sh -c script")
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", **compose_env(spec)}
+    return Service(STORE_INIT, ["/bin/sh", "-c", relocate(spec["command"][0], host_map(ports))], env)
 
 
 def compose_doc() -> dict[str, Any]:

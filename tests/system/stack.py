@@ -5,7 +5,10 @@ thread, for the two small HTTP servers) with its log in `<out>/logs/`:
 
 1. a private PostgreSQL cluster (Debian's `initdb`/`pg_ctl`) in a temp folder: Airflow's database,
    user/password/database `airflow` as in the compose file;
-2. the Spark standalone master and one worker (`spark-class` of the pip-installed pyspark);
+2. the lake's S3 store (compose's `seaweedfs`: the `weed` binary tests/s3 builds, with the key pair
+   it requires) and its bucket (compose's `seaweedfs-init`), then the Spark standalone master and
+   one worker (`spark-class` of the pip-installed pyspark), which shares no folder with Airflow: it
+   reads and writes the lake over S3 with the credentials in its own environment;
 3. the bundled PLACSP pages on the loopback site, and an OpenLineage HTTP receiver that validates
    every event it is sent against the spec (tests/lineage/ol_schema.py) and keeps them;
 4. `airflow db migrate` (compose's `airflow-init`), then the API server, scheduler, DAG processor
@@ -151,8 +154,10 @@ class Stack:
         self.logs.mkdir(parents=True, exist_ok=True)
         self.tmp = Path(tempfile.mkdtemp(prefix="placsp-system-"))
         self._exit.callback(shutil.rmtree, self.tmp, True)
-        self.paths = LocalPaths(home=self.tmp / "airflow", lake=self.tmp / "lake", spark_work=self.tmp / "spark-work")
-        for folder in (self.paths.home, self.paths.lake, self.paths.spark_work / "logs"):
+        self.paths = LocalPaths(
+            home=self.tmp / "airflow", store=self.tmp / "seaweedfs", spark_work=self.tmp / "spark-work"
+        )
+        for folder in (self.paths.home, self.paths.store, self.paths.spark_work / "logs"):
             folder.mkdir(parents=True)
         # Runs after every process has stopped, before the temp folder goes: task logs are artifacts.
         self._exit.callback(self._keep_task_logs)
@@ -174,6 +179,9 @@ class Stack:
         }
         stack = deployment.load_stack(variables)
         base_env = _base_env()
+        t = time.monotonic()
+        self._start_store(stack)
+        self.timings["s3 store"] = time.monotonic() - t
         t = time.monotonic()
         for service in deployment.spark_services(stack, self.ports, self.paths, base_env):
             self._spawn(service)
@@ -201,6 +209,44 @@ class Stack:
             log=self.logs / "airflow-apiserver.log",
         )
         self.timings["airflow up"] = time.monotonic() - t
+
+    # -- the lake's S3 store -------------------------------------------------------------------------
+    def _start_store(self, stack: dict[str, Any]) -> None:
+        """Compose's store and its bucket; then this process reads the lake as a task does: compose's
+        `PLACSP_LAKE` and the `AWS_*` LakeHook makes of compose's connection (put back on exit)."""
+        from tests.s3 import seaweedfs
+
+        bin_dir = self.tmp / "bin"
+        bin_dir.mkdir()
+        (bin_dir / "weed").symlink_to(seaweedfs.binary())
+        self._spawn(deployment.store_service(stack, self.ports, self.paths, bin_dir / "weed"))
+        healthcheck = deployment.store_healthcheck(stack, self.ports)
+        wait_for(
+            "the S3 store's health check",
+            lambda: subprocess.run(healthcheck, capture_output=True, timeout=30).returncode == 0,
+            90,
+            interval=0.5,
+            log=self.logs / f"{deployment.STORE_SERVICE}.log",
+        )
+        init = deployment.store_init(stack, self.ports, bin_dir)
+        self._run(init.name, init.command, init.env, 120)
+
+        from placsp_provider import lake_storage
+        from placsp_provider.hooks.lake import credential_environment
+        from placsp_provider.lake import resolve_lake
+
+        scheduler = next(
+            s for s in deployment.airflow_services(stack, self.ports, self.paths, {}) if "scheduler" in s.name
+        )
+        conn = json.loads(scheduler.env["AIRFLOW_CONN_PLACSP_LAKE"])
+        self.lake_env = credential_environment(conn["login"], conn["password"], conn["extra"])
+        self.secret = conn["password"]
+        saved = {k: os.environ.get(k) for k in self.lake_env}
+        self._exit.callback(_restore_env, saved)
+        os.environ.update(self.lake_env)
+        lake_storage._s3_store.cache_clear()  # a store is made from the environment it first saw
+        lake_storage._filesystem.cache_clear()
+        self.lake = resolve_lake(scheduler.env["PLACSP_LAKE"])
 
     # -- PostgreSQL ---------------------------------------------------------------------------------
     def _start_postgres(self) -> None:
@@ -319,6 +365,14 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(timeout=10)
+
+
+def _restore_env(saved: dict[str, str | None]) -> None:
+    for name, value in saved.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
 
 
 def _base_env() -> dict[str, str]:

@@ -1,4 +1,5 @@
-"""The product as deployed: PostgreSQL, Airflow's four services, Spark standalone, lineage over HTTP.
+"""The product as deployed: PostgreSQL, Airflow's four services, Spark standalone, the lake in an S3
+store (SeaweedFS, as compose runs it), lineage over HTTP.
 
 Driven through the REST API v2 and a real browser, as an operator would, on the bundled real pages
 of 2025-08-18 served on loopback (tests/system/stack.py starts and stops everything):
@@ -15,17 +16,25 @@ of 2025-08-18 served on loopback (tests/system/stack.py starts and stops everyth
    UI's form in Chromium, its dry run's summary approved in the UI, the dead letters `replayed`.
    A rejected replay ends green, writing nothing. Screenshots go to the output folder.
 
+4. The lake is compose's `s3://` prefix: the tasks load its credentials from the connection, the
+   Spark worker has its own in its environment and shares no folder with Airflow; the store's
+   secret key (a value of this run) is in no log, no lineage event and no object of the lake.
+
 Not mocked: nothing. Slow by nature (minutes): marker `system`.
 """
 
 from __future__ import annotations
 
 import json
+import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
+
+if TYPE_CHECKING:
+    from placsp_provider.lake_storage import LakePath
 
 # A safety net, not a budget: on a loaded 2-core machine the replay test alone took 20 minutes.
 pytestmark = [pytest.mark.system, pytest.mark.timeout(3600)]
@@ -120,7 +129,7 @@ def test_task_pages_link_to_the_spark_ui_and_the_lineage_ui(daily, api, stack) -
     assert gate == {"Runbook": None}  # shown disabled: PLACSP_RUNBOOK_URL is empty by default
 
 
-def manifests(lake: Path, run_id: str = RUN_ID) -> dict[str, dict[str, Any]]:
+def manifests(lake: LakePath, run_id: str = RUN_ID) -> dict[str, dict[str, Any]]:
     found = {}
     for path in lake.glob("bronze/*/manifests/*.json"):
         data = json.loads(path.read_text())
@@ -131,7 +140,7 @@ def manifests(lake: Path, run_id: str = RUN_ID) -> dict[str, dict[str, Any]]:
 
 def test_silver_ran_on_the_spark_cluster(daily, stack) -> None:
     # The bundled day has pages for 643 only; an empty manifest starts no JVM (nothing to ingest).
-    with_pages = sorted(d for d, m in manifests(stack.paths.lake).items() if m["pages"])
+    with_pages = sorted(d for d, m in manifests(stack.lake).items() if m["pages"])
     assert with_pages == ["licitaciones"]
     apps = stack.spark_master_state()
     names = [a["name"] for a in apps.get("completedapps", [])]
@@ -139,16 +148,16 @@ def test_silver_ran_on_the_spark_cluster(daily, stack) -> None:
 
 
 def test_what_silver_wrote_balances_what_extraction_counted(daily, stack) -> None:
-    from deltalake import DeltaTable
+    from placsp_provider.lake_storage import open_table
 
-    lake = stack.paths.lake
+    lake = stack.lake
     landed = manifests(lake)
     assert sorted(landed) == sorted(DATASETS)
     for dataset in DATASETS:
         read = sum(p["entries"] for p in landed[dataset]["pages"])  # counted while landing, not by Spark
-        entries = DeltaTable(str(lake / "silver" / "entries")).to_pyarrow_table(columns=["dataset"])
+        entries = open_table(lake / "silver" / "entries").to_pyarrow_table(columns=["dataset"])
         in_silver = entries.column("dataset").to_pylist().count(dataset)
-        dead = DeltaTable(str(lake / "dead_letters")).to_pyarrow_table(columns=["dataset", "run_id", "stage"])
+        dead = open_table(lake / "dead_letters").to_pyarrow_table(columns=["dataset", "run_id", "stage"])
         dead_letters = [
             r
             for r in dead.to_pylist()
@@ -156,7 +165,7 @@ def test_what_silver_wrote_balances_what_extraction_counted(daily, stack) -> Non
         ]
         assert in_silver + len(dead_letters) == read, (dataset, in_silver, len(dead_letters), read)
     assert sum(p["entries"] for p in landed["licitaciones"]["pages"]) == 5
-    licitaciones = DeltaTable(str(lake / "dead_letters")).to_pyarrow_table().to_pylist()
+    licitaciones = open_table(lake / "dead_letters").to_pyarrow_table().to_pylist()
     assert sum(r["dataset"] == "licitaciones" for r in licitaciones) == 3
 
 
@@ -173,20 +182,17 @@ def test_deadline_alert_fired_in_the_triggerer(daily, api, stack) -> None:
 
 
 def test_tables_are_assets_and_the_downstream_dag_ran_on_them(daily, api, stack) -> None:
-    from deltalake import DeltaTable
-
+    from placsp_provider.lake_storage import open_table
     from tests.system.stack import wait_for
 
-    lake = stack.paths.lake.resolve()
+    lake = stack.lake
     uris = {a["uri"] for a in api.get("/assets", limit=100)["assets"]}
     tables = ("entries", "lots", "documents", "results", "tombstones")
-    expected = {f"file://{lake}/silver/{t}" for t in tables} | {
-        f"file://{lake}/dead_letters",
-        f"file://{lake}/reconciliation",
-    }
+    expected = {f"{lake}/silver/{t}" for t in tables} | {f"{lake}/dead_letters", f"{lake}/reconciliation"}
+    assert str(lake).startswith("s3://")  # the Assets of an S3 lake are named as OpenLineage names them
     assert expected <= uris
     events = api.get("/assets/events", source_dag_id=DAILY, limit=100)["asset_events"]
-    entries_uri = f"file://{lake}/silver/entries"
+    entries_uri = f"{lake}/silver/entries"
     assert {e["source_task_id"] for e in events if e["uri"] == entries_uri} == {f"silver_{d}" for d in DATASETS}
 
     def export_done() -> bool:
@@ -197,14 +203,14 @@ def test_tables_are_assets_and_the_downstream_dag_ran_on_them(daily, api, stack)
     runs = api.runs(EXPORT)
     assert {r["run_type"] for r in runs} == {"asset_triggered"} and {r["state"] for r in runs} == {"success"}
     export = json.loads((lake / "exports" / "silver_entries.json").read_text())
-    datasets = DeltaTable(str(lake / "silver" / "entries")).to_pyarrow_table(columns=["dataset"]).column("dataset")
+    datasets = open_table(lake / "silver" / "entries").to_pyarrow_table(columns=["dataset"]).column("dataset")
     assert sum(export["entries_by_dataset"].values()) == len(datasets)
 
 
 # -- the replay, from the UI ---------------------------------------------------------------------
 
 
-def fix_dead_letters_by_hand(lake: Path, dataset: str) -> list[str]:
+def fix_dead_letters_by_hand(lake: LakePath, dataset: str) -> list[str]:
     """docs/runbook.md, "Fixing a record by hand", with the commands it gives: `placsp dead-letters
     show` prints each record; the namespace prefixes the broken 643 page never declared (taken from a
     well-formed page of the lake) are declared on its start tag; `placsp dead-letters fix` checks the
@@ -213,8 +219,9 @@ def fix_dead_letters_by_hand(lake: Path, dataset: str) -> list[str]:
     import subprocess
     import sys
 
-    from deltalake import DeltaTable
     from lxml import etree
+
+    from placsp_provider.lake_storage import open_table
 
     namespaces: dict[str | None, str] = {}
     for page in lake.glob("bronze/*/pages/**/*"):
@@ -225,7 +232,7 @@ def fix_dead_letters_by_hand(lake: Path, dataset: str) -> list[str]:
                     break
             except etree.XMLSyntaxError:
                 continue
-    table = DeltaTable(str(lake / "dead_letters"))
+    table = open_table(lake / "dead_letters")
     rows = [r for r in table.to_pyarrow_table().to_pylist() if r["dataset"] == dataset and r["status"] == "quarantined"]
     placsp = [sys.executable, "-m", "placsp_provider.cli", "dead-letters"]
     fixed_ids = []
@@ -241,7 +248,7 @@ def fix_dead_letters_by_hand(lake: Path, dataset: str) -> list[str]:
             declarations = f' xmlns="{namespaces[None]}"' + declarations
         start_tag = re.match(r"\s*<[\w:.-]+", raw)
         assert start_tag is not None, raw[:200]
-        record = lake.parent / f"fixed-{dl_id[:12]}.xml"
+        record = Path(tempfile.gettempdir()) / f"placsp-fixed-{dl_id[:12]}.xml"  # the person's own disk
         record.write_text(raw[: start_tag.end()] + declarations + raw[start_tag.end() :], encoding="utf-8")
         fix = [*placsp, "fix", "--lake", str(lake), "--id", dl_id, "--file", str(record)]
         done = subprocess.run(fix, capture_output=True, text=True, timeout=120)
@@ -250,24 +257,24 @@ def fix_dead_letters_by_hand(lake: Path, dataset: str) -> list[str]:
     return fixed_ids
 
 
-def dead_letter_statuses(lake: Path, dataset: str) -> dict[str, str]:
-    from deltalake import DeltaTable
+def dead_letter_statuses(lake: LakePath, dataset: str) -> dict[str, str]:
+    from placsp_provider.lake_storage import open_table
 
-    rows = DeltaTable(str(lake / "dead_letters")).to_pyarrow_table(columns=["dataset", "dead_letter_id", "status"])
+    rows = open_table(lake / "dead_letters").to_pyarrow_table(columns=["dataset", "dead_letter_id", "status"])
     return {r["dead_letter_id"]: r["status"] for r in rows.to_pylist() if r["dataset"] == dataset}
 
 
-def silver_entry_ids(lake: Path, dataset: str) -> set[str]:
-    from deltalake import DeltaTable
+def silver_entry_ids(lake: LakePath, dataset: str) -> set[str]:
+    from placsp_provider.lake_storage import open_table
 
-    rows = DeltaTable(str(lake / "silver" / "entries")).to_pyarrow_table(columns=["dataset", "entry_id"]).to_pylist()
+    rows = open_table(lake / "silver" / "entries").to_pyarrow_table(columns=["dataset", "entry_id"]).to_pylist()
     return {r["entry_id"] for r in rows if r["dataset"] == dataset}
 
 
-def dead_letter_entry_ids(lake: Path, dataset: str) -> set[str]:
-    from deltalake import DeltaTable
+def dead_letter_entry_ids(lake: LakePath, dataset: str) -> set[str]:
+    from placsp_provider.lake_storage import open_table
 
-    rows = DeltaTable(str(lake / "dead_letters")).to_pyarrow_table(columns=["dataset", "entry_id"]).to_pylist()
+    rows = open_table(lake / "dead_letters").to_pyarrow_table(columns=["dataset", "entry_id"]).to_pylist()
     return {r["entry_id"] for r in rows if r["dataset"] == dataset and r["entry_id"]}
 
 
@@ -311,7 +318,7 @@ def test_replay_from_the_form_with_approval_in_the_browser(daily, api, stack, ou
     from tests.system.stack import wait_for
 
     start = time.monotonic()
-    lake = stack.paths.lake
+    lake = stack.lake
     fixed = fix_dead_letters_by_hand(lake, "licitaciones")
     assert len(fixed) == 3
     entry_ids_before = silver_entry_ids(lake, "licitaciones")
@@ -374,7 +381,7 @@ def test_replay_from_the_form_with_approval_in_the_browser(daily, api, stack, ou
 
 def test_a_rejected_replay_ends_green_and_writes_nothing(daily, api, stack, timings) -> None:
     start = time.monotonic()
-    before = dead_letter_statuses(stack.paths.lake, "licitaciones")
+    before = dead_letter_statuses(stack.lake, "licitaciones")
     run = api.trigger(REPLAY, conf={"dataset": "licitaciones"}, dag_run_id="system_test_rejected")
     run_id = run["dag_run_id"]
     assert wait_for_state(api, REPLAY, run_id, "approve", {"awaiting_input", "failed"}, 1800) == "awaiting_input"
@@ -391,7 +398,7 @@ def test_a_rejected_replay_ends_green_and_writes_nothing(daily, api, stack, timi
         "replay": "skipped",
         "quality": "skipped",
     }
-    assert dead_letter_statuses(stack.paths.lake, "licitaciones") == before
+    assert dead_letter_statuses(stack.lake, "licitaciones") == before
     timings["rejected replay"] = time.monotonic() - start
 
 
@@ -407,3 +414,15 @@ def test_every_lineage_event_over_http_is_valid(daily, stack) -> None:
     # The Spark jobs' own listener sent theirs to the same endpoint (named after the job's appName).
     assert any(name.startswith("placsp_silver") for name in jobs), sorted(jobs)
     assert any(name.startswith("placsp_replay") for name in jobs), sorted(jobs)
+
+
+def test_the_lake_secret_is_in_no_log_event_or_object(daily, stack) -> None:
+    secret = stack.secret.encode()
+    assert len(secret) >= 16  # the run's own value (conftest.py), not a default a log could hold by chance
+    folders = (stack.logs, stack.paths.home / "logs", stack.paths.spark_work)
+    leaks = [str(p) for f in folders for p in f.rglob("*") if p.is_file() and secret in p.read_bytes()]
+    leaks += [e["job"]["name"] for e in stack.lineage.events if stack.secret in json.dumps(e)]
+    objects = [p for p in stack.lake.rglob("*") if p.is_file()]
+    assert len(objects) > 20, "the lake holds too little for this check to mean anything"
+    leaks += [str(p) for p in objects if secret in p.read_bytes()]
+    assert not leaks, f"the lake's secret key is in {leaks}"
