@@ -22,7 +22,7 @@ from placsp_provider.dead_letters.stats import count_dead_letters
 from placsp_provider.errors import ConfigError, PlacspError
 from placsp_provider.extras import require_spark
 from placsp_provider.lake import DEAD_LETTER_TABLE, LAKE_TABLES, bronze_dir, manifest_path, resolve_lake, table_path
-from placsp_provider.lake_storage import LakePath, lake_path
+from placsp_provider.lake_storage import LakePath, lake_path, storage_problem
 from placsp_provider.quality.contract import CONTRACT_TABLES
 from placsp_provider.quality.engine import CheckRequest, list_offending_rows
 from placsp_provider.quality.report import write_report
@@ -491,6 +491,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"placsp {args.command}: interrupted", file=sys.stderr)
         return 130
+    except Exception as err:  # the lake's object store refused or failed: one line, not a traceback
+        if args.debug or (problem := storage_problem(err)) is None:
+            raise
+        print(f"placsp {args.command}: error: {printable(problem)}", file=sys.stderr)
+        return 2
     try:
         if summary:
             _print_summary(summary, getattr(args, "json", False))

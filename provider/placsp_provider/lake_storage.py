@@ -193,6 +193,21 @@ def remove_tree(path: LakePath) -> None:
         filesystem.delete_dir(location)
 
 
+def storage_problem(err: BaseException) -> str | None:
+    """One line for a failure of the lake's object store (credentials refused, endpoint unreachable,
+    no such bucket), as obstore, delta-rs or Arrow raise it; None for any other error. The text names
+    the request's error and where to look, never a credential (none is in a URI or a path)."""
+    text = str(err)
+    from_store = type(err).__module__.split(".")[0] in ("obstore", "deltalake")
+    if not from_store and not (isinstance(err, OSError) and ("AWS Error" in text or "s3://" in text)):
+        return None
+    first = next((line.strip() for line in text.splitlines() if line.strip()), "")[:300]
+    return (
+        f"the lake's object store failed the request ({type(err).__name__}: {first}); check the lake's "
+        "credentials (the AWS_* environment, or the connection placsp_lake in Airflow), its endpoint and bucket"
+    )
+
+
 def scratch_dir(lake: LakePath, *parts: str) -> Path:
     """A local folder for a run's temp files (downloads) of the lake: in the lake itself when local
     (the same filesystem, so landing is a rename), else under the machine's temp folder, named after

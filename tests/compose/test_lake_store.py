@@ -239,4 +239,6 @@ def test_the_cli_runs_in_the_triggerer_container(stack: Doc, store: LocalStore, 
         text=True,
         timeout=300,
     )
-    assert denied.returncode != 0, "with another key pair the CLI found an empty lake instead of failing"
+    assert denied.returncode == 2, "with another key pair the CLI found an empty lake instead of failing"
+    assert "Traceback" not in denied.stderr, denied.stderr[-2000:]  # one line says what failed and where to look
+    assert "placsp dead-letters: error: the lake's object store failed the request" in denied.stderr
