@@ -111,6 +111,7 @@ def read_object(object_uri: str) -> bytes:
     import obstore
 
     parts = urlsplit(object_uri)
+    _not_in_a_fork()
     try:
         return bytes(obstore.get(_s3_store(parts.netloc), parts.path.lstrip("/")).bytes())
     except FileNotFoundError:
@@ -144,6 +145,8 @@ def open_table(path: LakePath) -> Any:
     """The `deltalake.DeltaTable` at `path`."""
     from deltalake import DeltaTable
 
+    if not is_local(path):
+        _not_in_a_fork()
     return DeltaTable(uri(path), storage_options=delta_options(path) or None)
 
 
@@ -220,6 +223,7 @@ def scratch_dir(lake: LakePath, *parts: str) -> Path:
 
 # -- S3 ---------------------------------------------------------------------------------------------
 def _store_and_key(path: LakePath) -> tuple[Any, str]:
+    _not_in_a_fork()
     parts = urlsplit(uri(path))
     return _s3_store(parts.netloc), parts.path.lstrip("/")
 
@@ -252,14 +256,36 @@ def _s3_path_class() -> Any:
         @classmethod
         def _fs_factory(cls, urlpath: str, protocol: str, storage_options: Any) -> Any:
             del urlpath, protocol, storage_options
+            _not_in_a_fork()
             return _filesystem()
 
     return S3LakePath
 
 
+_FORKED = False
+
+
+def _after_fork_in_child() -> None:
+    global _FORKED
+    _FORKED = True
+
+
+# Airflow's OpenLineage listener runs its hooks in a fork of the task. There obstore's stores refuse
+# to work ("This class is not fork-safe") and a new one waits forever on the parent's runtime, so the
+# operators read the lake for their lineage before (`get_openlineage_facets_on_complete`), and a read
+# in a fork fails at once instead of hanging (tests/s3).
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def _not_in_a_fork() -> None:
+    if _FORKED:
+        raise RuntimeError("the S3 lake cannot be read in a forked process (its client's runtime is the parent's)")
+
+
 def _arrow_s3() -> Any:
     import pyarrow.fs as pafs
 
+    _not_in_a_fork()
     endpoint = os.environ.get("AWS_ENDPOINT_URL")
     options: dict[str, Any] = {"region": os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")}
     if endpoint:

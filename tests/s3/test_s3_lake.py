@@ -189,3 +189,31 @@ def _partial_download(incoming: Path) -> harness.Trigger:
         return None
 
     return check
+
+
+def test_in_a_forked_child_the_lake_fails_at_once_instead_of_hanging(s3_lake: S3Lake) -> None:
+    """Airflow's OpenLineage listener runs its hooks in a fork of the task, where obstore's client
+    cannot work (a new one waits forever on the parent's runtime): a read there must fail at once, and
+    the operators read the lake for their lineage before the fork (tests/s3/test_s3_lineage... the
+    system test checks the events)."""
+    import os
+    import signal
+
+    from placsp_provider.lake_storage import put_new, read_object
+
+    path = resolve_lake(s3_lake.uri) / "runs" / "fork.json"
+    assert put_new(path, b"{}")
+    assert read_object(str(path)) == b"{}"  # the parent's client is made and used
+    for read in (lambda: read_object(str(path)), lambda: resolve_lake(s3_lake.uri + "-other").joinpath("x").is_dir()):
+        child = os.fork()
+        if child == 0:  # pragma: no cover - the child reports by its exit status only
+            signal.alarm(20)  # a hang ends as SIGALRM, not as a hung test
+            try:
+                read()
+                os._exit(1)
+            except RuntimeError:
+                os._exit(0)
+            except BaseException:
+                os._exit(2)
+        _, status = os.waitpid(child, 0)
+        assert os.waitstatus_to_exitcode(status) == 0, f"in a fork the read gave {os.waitstatus_to_exitcode(status)}"

@@ -116,3 +116,13 @@ def test_on_s3_only_delta_rs_commits(s3_lake: S3Lake, monkeypatch: pytest.Monkey
     with pytest.raises(ConfigError, match="not safe on S3"):
         engines.choose_engine(request, engines.SPARK)
     assert engines.choose_engine(request, engines.DELTA_RS) == engines.DELTA_RS
+
+
+def test_page_sizes_on_s3_are_the_objects_sizes(s3_lake: S3Lake) -> None:
+    """What the Spark tasks are sized by (spark/page_tasks.py): a missing page is 0, as on disk."""
+    from placsp_provider.lake_storage import put_new
+    from placsp_provider.spark.page_tasks import page_sizes
+
+    page = resolve_lake(s3_lake.uri) / "bronze" / "licitaciones" / "pages" / "p.atom"
+    assert put_new(page, b"x" * 1234)
+    assert page_sizes([str(page), f"{s3_lake.uri}/bronze/licitaciones/pages/gone.atom"]) == [1234, 0]

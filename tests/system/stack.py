@@ -377,7 +377,8 @@ def _restore_env(saved: dict[str, str | None]) -> None:
 
 def _base_env() -> dict[str, str]:
     """What every process gets from the machine: nothing of the test session's own Airflow settings."""
-    keep = ("PATH", "HOME", "LANG", "LC_ALL", "JAVA_HOME", "TZ", "PLACSP_SPARK_JARS")
+    # PYTHONPATH: a worktree's code rather than the venv's editable install (unset in CI).
+    keep = ("PATH", "HOME", "LANG", "LC_ALL", "JAVA_HOME", "TZ", "PLACSP_SPARK_JARS", "PYTHONPATH")
     env = {k: v for k, v in os.environ.items() if k in keep}
     env.setdefault("LANG", "C.UTF-8")
     from placsp_provider.spark.jars import jar_dir

@@ -55,6 +55,7 @@ class PlacspCompletenessOperator(BaseOperator):
         self.lake = lake
         self.placsp_conn_id = placsp_conn_id
         self._summary: dict[str, Any] | None = None
+        self._complete_lineage: OperatorLineage | None = None
 
     def execute(self, context: Context) -> dict[str, Any]:
         from placsp_provider.bronze.completeness import CompletenessRequest, check_month, parse_month
@@ -93,6 +94,11 @@ class PlacspCompletenessOperator(BaseOperator):
                 report.published,
             )
         self._summary = summary
+        self._complete_lineage = completeness.on_complete(
+            self,
+            summary,
+            # Read now: the lake's reads do not work in the fork where OpenLineage asks (lake_storage).
+        )
         return summary
 
     # -- OpenLineage (docs/lineage.md): the archive in, recovered Bronze pages out, an assertion -----
@@ -100,7 +106,7 @@ class PlacspCompletenessOperator(BaseOperator):
         return completeness.on_start(self)
 
     def get_openlineage_facets_on_complete(self, task_instance: Any) -> OperatorLineage:
-        return completeness.on_complete(self, self._summary)
+        return self._complete_lineage or completeness.on_complete(self, self._summary)
 
     def get_openlineage_facets_on_failure(self, task_instance: Any) -> OperatorLineage:
         return completeness.on_start(self)

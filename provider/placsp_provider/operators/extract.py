@@ -68,6 +68,7 @@ class PlacspExtractOperator(BaseOperator):
         self.source = source
         self.stop_after_old_pages = stop_after_old_pages
         self._summary: dict[str, Any] | None = None  # what execute returned, for the lineage events
+        self._complete_lineage: OperatorLineage | None = None
 
     def execute(self, context: Context) -> dict[str, Any]:
         from placsp_provider.bronze.extract import ExtractRequest, extract_interval
@@ -110,6 +111,11 @@ class PlacspExtractOperator(BaseOperator):
                 printable(", ".join(summary["not_well_formed_files"])),
             )
         self._summary = summary
+        self._complete_lineage = extract.on_complete(
+            self,
+            summary,
+            # Read now: the lake's reads do not work in the fork where OpenLineage asks (lake_storage).
+        )
         return summary
 
     # -- OpenLineage (docs/lineage.md): the feed in, the Bronze pages and the manifest out ----------
@@ -117,7 +123,7 @@ class PlacspExtractOperator(BaseOperator):
         return extract.on_start(self)
 
     def get_openlineage_facets_on_complete(self, task_instance: Any) -> OperatorLineage:
-        return extract.on_complete(self, self._summary)
+        return self._complete_lineage or extract.on_complete(self, self._summary)
 
     def get_openlineage_facets_on_failure(self, task_instance: Any) -> OperatorLineage:
         # A failed extraction wrote no manifest; pages it landed are reported by the run that succeeds.

@@ -86,6 +86,7 @@ class PlacspSilverOperator(BaseOperator):
         self.spark_submit_kwargs = spark_submit_kwargs or {}
         self._hook: SparkSubmitHook | None = None
         self._summary: RunSummary | None = None  # what execute returned, for the lineage events
+        self._complete_lineage: OperatorLineage | None = None
 
     def execute(self, context: Context) -> RunSummary:
         from placsp_provider.bronze.manifest import Manifest
@@ -105,6 +106,12 @@ class PlacspSilverOperator(BaseOperator):
             # summary goes where the gate reads it: the task's own lake (an explicit `lake=` included).
             self.log.info("dataset %s: no pages to ingest (manifest %s)", ds.key, self.manifest)
             self._summary = finish(empty_summary(ds.key, run_id, 0, 0), lake)
+            self._complete_lineage = silver_lineage.on_complete(
+                self,
+                self._summary,
+                run_id,
+                # Read now: the lake's reads do not work in the fork where OpenLineage asks (lake_storage).
+            )
             return self._summary
         request = IngestRequest(ds, lake, run_id, (lake_path(self.manifest),) if self.manifest else ())
         engine = choose_engine(request, self.engine)
@@ -112,6 +119,12 @@ class PlacspSilverOperator(BaseOperator):
         summary = self._submit(request, engine, context) if needs_spark(engine) else ingest(request, engine)
         self.log.info("dataset %s: Silver run summary:\n%s", ds.key, json.dumps(summary, indent=2, sort_keys=True))
         self._summary = summary
+        self._complete_lineage = silver_lineage.on_complete(
+            self,
+            summary,
+            run_id,
+            # Read now: the lake's reads do not work in the fork where OpenLineage asks (lake_storage).
+        )
         return summary
 
     def _submit(self, request: Any, engine: str, context: Context) -> RunSummary:
@@ -140,7 +153,9 @@ class PlacspSilverOperator(BaseOperator):
         return silver_lineage.on_start(self)
 
     def get_openlineage_facets_on_complete(self, task_instance: Any) -> OperatorLineage:
-        return silver_lineage.on_complete(self, self._summary, getattr(task_instance, "run_id", None))
+        return self._complete_lineage or silver_lineage.on_complete(
+            self, self._summary, getattr(task_instance, "run_id", None)
+        )
 
     def get_openlineage_facets_on_failure(self, task_instance: Any) -> OperatorLineage:
         return silver_lineage.on_failure(self, getattr(task_instance, "run_id", None))

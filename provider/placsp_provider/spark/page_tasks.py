@@ -19,6 +19,7 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from placsp_provider.lake_storage import arrow_location
 from placsp_provider.spark.session import session_conf
 
 if TYPE_CHECKING:
@@ -146,7 +147,11 @@ def page_sizes(files: Sequence[str]) -> list[int]:
     sizes = []
     for f in files:
         try:
-            sizes.append(os.path.getsize(f))
+            if f.startswith("s3://"):  # an S3 lake's page: one HEAD through Arrow's S3 client
+                filesystem, location = arrow_location(f)
+                sizes.append(filesystem.get_file_info(location).size or 0)
+            else:
+                sizes.append(os.path.getsize(f))
         except OSError:
             sizes.append(0)
     return sizes
