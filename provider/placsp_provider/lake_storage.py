@@ -250,6 +250,18 @@ def _s3_path_class() -> Any:
             del urlpath, protocol, storage_options
             return _filesystem(_GIVEN.get())
 
+        # Whole objects (manifests, summaries, the volume model) are read with one GET. fsspec's
+        # buffered reader, failing to open a missing object, also prints an AttributeError from its
+        # `__del__` to stderr; this raises a plain FileNotFoundError and prints nothing.
+        def read_bytes(self) -> bytes:
+            return read_object(str(self))
+
+        def read_text(self, encoding: str | None = None, errors: str | None = None, newline: str | None = None) -> str:
+            import io
+
+            data = io.BytesIO(self.read_bytes())
+            return io.TextIOWrapper(data, encoding=encoding or "utf-8", errors=errors, newline=newline).read()
+
     return S3LakePath
 
 

@@ -1,6 +1,7 @@
 """The Prophet volume model stored in an S3 lake (SeaweedFS on loopback, conftest.py): the first check
 fits it and writes it as one object; the next check reads that object back and judges with it,
-without refitting. Real Prophet on tests/quality/test_volume.py's small synthetic history.
+without refitting; the quality report written to the bucket names it. Real Prophet on
+tests/quality/test_volume.py's small synthetic history.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from datetime import timedelta
 import pytest
 
 from placsp_provider.lake_storage import read_object, uri
+from placsp_provider.quality.report import write_report
 from placsp_provider.quality.volume import check_day, forecast_band, model_path
 from tests.quality.test_volume import DAY, FIRST, synthetic
 from tests.s3.conftest import S3Lake
@@ -40,6 +42,14 @@ def test_the_volume_model_is_saved_to_and_loaded_from_an_s3_lake(
     assert band[0][1:] == (fitted.lower, fitted.predicted, fitted.upper)  # the same model, the same seeded interval
     assert band[1][1:] == (reused.lower, reused.predicted, reused.upper)
 
+    # The quality report (`placsp quality report --out s3://...`) is written to the bucket too, and
+    # names the stored model it found there.
+    out = f"s3://{s3_lake.bucket}/reports/agregadas.html"
+    assert uri(write_report(s3_lake.uri, "agregadas", out)) == out
+    page = read_object(out).decode()
+    assert page.startswith("<!DOCTYPE html>") and f"the stored model {uri(path)}" in page
+
     leaks = ["model object"] if s3_lake.secret.encode() in read_object(uri(path)) else []
+    leaks += ["report"] if s3_lake.secret in page else []
     leaks += ["logs"] if s3_lake.secret in caplog.text else []
     assert not leaks, f"the secret key is in {leaks}"

@@ -36,10 +36,11 @@ with DAG(
         from collections import Counter
 
         from placsp_provider.bronze.landing import write_text_atomically
-        from placsp_provider.lake import resolve_lake, table_path
+        from placsp_provider.hooks.lake import LakeHook
+        from placsp_provider.lake import table_path
         from placsp_provider.lake_storage import open_table, uri
 
-        lake = resolve_lake()
+        lake = LakeHook().lake()  # an S3 lake's credentials from its connection, as every operator's
         path = uri(table_path(lake, "entries"))
         table = open_table(table_path(lake, "entries"))
         datasets = table.to_pyarrow_table(columns=["dataset"]).column("dataset").to_pylist()
