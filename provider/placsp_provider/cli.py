@@ -217,7 +217,9 @@ def _add_quality_commands(sub: Any) -> None:
     rep = q_sub.add_parser("report", help="write one self-contained HTML page: rules, results, volume chart")
     rep.add_argument("--dataset", required=True, help="key or syndication id")
     rep.add_argument("--lake", required=True, type=_lake, help="lake root: a folder or s3://bucket/prefix")
-    rep.add_argument("--out", required=True, type=Path, help="the HTML file to write")
+    rep.add_argument(
+        "--out", required=True, type=_lake_file, help="the HTML file to write: a local path or s3://bucket/key"
+    )
     rep.add_argument("--contracts", help="folder of <table>.odcs.yaml; default: the contracts shipped in the package")
     rep.set_defaults(func=_cmd_quality_report)
 

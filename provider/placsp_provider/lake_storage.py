@@ -14,7 +14,9 @@ obstore, the Rust `object_store` crate that delta-rs uses too) on S3, so the cod
 Credentials are never part of a lake URI or a path: obstore, delta-rs, Arrow and Spark's s3a all read
 the standard `AWS_*` environment (`AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, `AWS_REGION`,
 `AWS_ENDPOINT_URL`, `AWS_ALLOW_HTTP`), which the operators fill from an Airflow connection
-(`hooks.lake.LakeConnectionHook`); none of them is ever logged or written (tests/s3).
+(`hooks.lake.LakeHook`); none of them is ever logged or written (tests/s3). Code that must not touch
+its process's environment (the dead-letter trigger: the triggerer runs every DAG's triggers in one
+process) gives the same values for one block instead (`credentials`).
 """
 
 from __future__ import annotations
@@ -23,7 +25,8 @@ import contextlib
 import hashlib
 import os
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
+from contextvars import ContextVar
 from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeAlias, TypeGuard
@@ -39,6 +42,9 @@ else:
     LakePath: TypeAlias = Any
 
 OBJECT_STORE_SCHEMES = ("s3",)
+
+# `AWS_*` values given in code (`credentials`), as sorted (name, value) pairs: empty outside such a block.
+_GIVEN: ContextVar[tuple[tuple[str, str], ...]] = ContextVar("placsp_lake_credentials", default=())
 
 
 def is_object_store_uri(value: str) -> bool:
@@ -113,7 +119,7 @@ def read_object(object_uri: str) -> bytes:
     parts = urlsplit(object_uri)
     _not_in_a_fork()
     try:
-        return bytes(obstore.get(_s3_store(parts.netloc), parts.path.lstrip("/")).bytes())
+        return bytes(obstore.get(_s3_store(parts.netloc, _GIVEN.get()), parts.path.lstrip("/")).bytes())
     except FileNotFoundError:
         raise
     except Exception as err:  # obstore's errors: a transport or permission failure reads as an OSError
@@ -137,8 +143,9 @@ def local_copy(path: LakePath) -> Iterator[Path]:
 
 def delta_options(path: LakePath) -> dict[str, str]:
     """delta-rs storage options for a table at `path`: on S3, commits use conditional PUTs, so two
-    writers never both commit the same version (no locking table needed)."""
-    return {} if is_local(path) else {"conditional_put": "etag"}
+    writers never both commit the same version (no locking table needed); inside a `credentials`
+    block, its values too (delta-rs reads the environment for the rest)."""
+    return {} if is_local(path) else {"conditional_put": "etag", **dict(_GIVEN.get())}
 
 
 def open_table(path: LakePath) -> Any:
@@ -211,6 +218,20 @@ def storage_problem(err: BaseException) -> str | None:
     )
 
 
+@contextlib.contextmanager
+def credentials(values: Mapping[str, str]) -> Iterator[None]:
+    """Within this block, S3 reads and writes use `values` (`AWS_*` names, as
+    `hooks.lake.credential_environment` gives them) over the process environment, name by name. The
+    block covers this thread and what it starts with its context (`asyncio.to_thread`), not other
+    threads: two triggers in one triggerer each keep their own lake's credentials, and the process's
+    environment is never changed."""
+    token = _GIVEN.set(tuple(sorted((name, str(value)) for name, value in values.items() if value)))
+    try:
+        yield
+    finally:
+        _GIVEN.reset(token)
+
+
 def scratch_dir(lake: LakePath, *parts: str) -> Path:
     """A local folder for a run's temp files (downloads) of the lake: in the lake itself when local
     (the same filesystem, so landing is a rename), else under the machine's temp folder, named after
@@ -225,23 +246,45 @@ def scratch_dir(lake: LakePath, *parts: str) -> Path:
 def _store_and_key(path: LakePath) -> tuple[Any, str]:
     _not_in_a_fork()
     parts = urlsplit(uri(path))
-    return _s3_store(parts.netloc), parts.path.lstrip("/")
+    return _s3_store(parts.netloc, _GIVEN.get()), parts.path.lstrip("/")
 
 
 @lru_cache(maxsize=8)
-def _s3_store(bucket: str) -> Any:
+def _s3_store(bucket: str, given: tuple[tuple[str, str], ...] = ()) -> Any:
     from obstore.store import S3Store
 
     # Configured from the AWS_* environment (obstore's default), as delta-rs is: an http:// endpoint
-    # (an S3-compatible store on premises) must be allowed with AWS_ALLOW_HTTP=true.
-    return S3Store(bucket)
+    # (an S3-compatible store on premises) must be allowed with AWS_ALLOW_HTTP=true. Values given in
+    # code (`credentials`) are applied over it.
+    return S3Store(bucket, **_obstore_options(given))
 
 
-@lru_cache(maxsize=1)
-def _filesystem() -> Any:
+@lru_cache(maxsize=8)
+def _filesystem(given: tuple[tuple[str, str], ...] = ()) -> Any:
     from obstore.fsspec import FsspecStore
 
-    return FsspecStore("s3")
+    return FsspecStore("s3", **_obstore_options(given))
+
+
+# obstore's names for the `AWS_*` variables `credentials` may give (its S3Config; AWS_ALLOW_HTTP is a
+# client option).
+_OBSTORE_CONFIG = {
+    "AWS_ACCESS_KEY_ID": "access_key_id",
+    "AWS_SECRET_ACCESS_KEY": "secret_access_key",
+    "AWS_SESSION_TOKEN": "session_token",
+    "AWS_REGION": "region",
+    "AWS_ENDPOINT_URL": "endpoint",
+}
+
+
+def _obstore_options(given: tuple[tuple[str, str], ...]) -> dict[str, Any]:
+    values = dict(given)
+    options: dict[str, Any] = {}
+    if config := {key: values[name] for name, key in _OBSTORE_CONFIG.items() if name in values}:
+        options["config"] = config
+    if values.get("AWS_ALLOW_HTTP", "").lower() == "true":
+        options["client_options"] = {"allow_http": True}
+    return options
 
 
 @lru_cache(maxsize=1)
@@ -257,7 +300,19 @@ def _s3_path_class() -> Any:
         def _fs_factory(cls, urlpath: str, protocol: str, storage_options: Any) -> Any:
             del urlpath, protocol, storage_options
             _not_in_a_fork()
-            return _filesystem()
+            return _filesystem(_GIVEN.get())
+
+        # Whole objects (manifests, summaries, the volume model) are read with one GET. fsspec's
+        # buffered reader, failing to open a missing object, also prints an AttributeError from its
+        # `__del__` to stderr; this raises a plain FileNotFoundError and prints nothing.
+        def read_bytes(self) -> bytes:
+            return read_object(str(self))
+
+        def read_text(self, encoding: str | None = None, errors: str | None = None, newline: str | None = None) -> str:
+            import io
+
+            data = io.BytesIO(self.read_bytes())
+            return io.TextIOWrapper(data, encoding=encoding or "utf-8", errors=errors, newline=newline).read()
 
     return S3LakePath
 
@@ -286,11 +341,22 @@ def _arrow_s3() -> Any:
     import pyarrow.fs as pafs
 
     _not_in_a_fork()
-    endpoint = os.environ.get("AWS_ENDPOINT_URL")
-    options: dict[str, Any] = {"region": os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")}
+    given = dict(_GIVEN.get())
+
+    def setting(name: str) -> str | None:
+        return given.get(name) or os.environ.get(name)
+
+    endpoint = setting("AWS_ENDPOINT_URL")
+    options: dict[str, Any] = {"region": setting("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")}
     if endpoint:
         parts = urlsplit(endpoint)
         options.update(endpoint_override=parts.netloc, scheme=parts.scheme or "https", force_virtual_addressing=False)
+    if "AWS_ACCESS_KEY_ID" in given:  # else Arrow's AWS SDK finds them (the environment, an instance role)
+        options.update(
+            access_key=given["AWS_ACCESS_KEY_ID"],
+            secret_key=given.get("AWS_SECRET_ACCESS_KEY"),
+            session_token=given.get("AWS_SESSION_TOKEN"),
+        )
     return pafs.S3FileSystem(**{k: v for k, v in options.items() if v is not None})
 
 

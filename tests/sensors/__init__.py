@@ -86,3 +86,33 @@ def write_summary(lake: Path, dataset: str, run_id: str, entries: int, tombstone
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(summary))
     return path
+
+
+def dag_test(dag: Any, run_after: datetime | None = None) -> Any:
+    """Register a DAG defined in a test (not in the DAG folder) the way the DAG processor would, then
+    run it with `dag.test()` for 2025-08-19; `run_after` fixes the run id (`manual__<run_after>`)."""
+    from airflow.dag_processing.bundles.manager import DagBundlesManager
+    from airflow.dag_processing.collection import update_dag_parsing_results_in_db
+    from airflow.serialization.serialized_objects import LazyDeserializedDAG
+    from airflow.utils.session import create_session
+
+    DagBundlesManager().sync_bundles_to_db()
+    with create_session() as session:
+        update_dag_parsing_results_in_db(
+            "dags-folder", None, [LazyDeserializedDAG.from_dag(dag)], {}, None, set(), session=session
+        )
+    return dag.test(logical_date=datetime(2025, 8, 19, tzinfo=UTC), run_after=run_after)
+
+
+def dag_outcome(run: Any) -> tuple[dict[str, str], dict[str, Any]]:
+    """Task states, and each sensor's `dead_letter_check` XCom."""
+    from airflow.models.taskinstance import TaskInstance
+    from airflow.models.xcom import XComModel
+    from airflow.utils.session import create_session
+
+    with create_session() as session:
+        tis = session.query(TaskInstance).filter_by(dag_id=run.dag_id, run_id=run.run_id)
+        states = {ti.task_id: str(ti.state).rsplit(".", 1)[-1].lower() for ti in tis}
+        rows = session.query(XComModel).filter_by(dag_id=run.dag_id, run_id=run.run_id, key="dead_letter_check")
+        checks = {x.task_id: x.value if isinstance(x.value, dict) else json.loads(x.value) for x in rows}
+    return states, checks

@@ -21,7 +21,7 @@ from placsp_provider.notifications import LogNotifier
 from placsp_provider.sensors.dead_letters import DeadLetterThresholdSensor
 from placsp_provider.triggers.dead_letters import CLASSPATH, DeadLetterThresholdTrigger
 from tests.airflow.conftest import airflow_db  # noqa: F401  (the session's SQLite metadata DB)
-from tests.sensors import dead_letter_rows, write_dead_letters, write_summary
+from tests.sensors import dag_outcome, dag_test, dead_letter_rows, write_dead_letters, write_summary
 
 OLD_RUN = "scheduled__2025-08-01T00:00:00+00:00"
 RUN = "scheduled__2025-08-19T00:00:00+00:00"
@@ -246,35 +246,6 @@ def test_the_smtp_notifier_is_installed_and_is_a_task_sdk_notifier() -> None:
 
 
 # -- real dag.test() runs -------------------------------------------------------------------------
-def _dag_test(dag: Any) -> Any:
-    """Register a DAG defined here (not in the DAG folder) the way the DAG processor would, then test it."""
-    from airflow.dag_processing.bundles.manager import DagBundlesManager
-    from airflow.dag_processing.collection import update_dag_parsing_results_in_db
-    from airflow.serialization.serialized_objects import LazyDeserializedDAG
-    from airflow.utils.session import create_session
-
-    DagBundlesManager().sync_bundles_to_db()
-    with create_session() as session:
-        update_dag_parsing_results_in_db(
-            "dags-folder", None, [LazyDeserializedDAG.from_dag(dag)], {}, None, set(), session=session
-        )
-    return dag.test(logical_date=datetime(2025, 8, 19, tzinfo=UTC))
-
-
-def _outcome(run: Any) -> tuple[dict[str, str], dict[str, Any]]:
-    """Task states, and each sensor's `dead_letter_check` XCom."""
-    from airflow.models.taskinstance import TaskInstance
-    from airflow.models.xcom import XComModel
-    from airflow.utils.session import create_session
-
-    with create_session() as session:
-        tis = session.query(TaskInstance).filter_by(dag_id=run.dag_id, run_id=run.run_id)
-        states = {ti.task_id: str(ti.state).rsplit(".", 1)[-1].lower() for ti in tis}
-        rows = session.query(XComModel).filter_by(dag_id=run.dag_id, run_id=run.run_id, key="dead_letter_check")
-        checks = {x.task_id: x.value if isinstance(x.value, dict) else json.loads(x.value) for x in rows}
-    return states, checks
-
-
 @pytest.mark.airflow
 def test_run_scope_fails_warns_and_passes_inside_dag_test(
     airflow_db: None,  # noqa: F811
@@ -324,8 +295,8 @@ def test_run_scope_fails_warns_and_passes_inside_dag_test(
         silver() >> sensors
 
     with caplog.at_level(logging.ERROR, logger="placsp_provider.alerts"):
-        run = _dag_test(dag)
-    states, checks = _outcome(run)
+        run = dag_test(dag)
+    states, checks = dag_outcome(run)
     assert states == {
         "silver": "success",
         "count_error": "failed",
@@ -388,8 +359,8 @@ def test_backlog_scope_and_a_missing_summary_inside_dag_test(
         ]
         backlog() >> sensors
 
-    run = _dag_test(dag)
-    states, checks = _outcome(run)
+    run = dag_test(dag)
+    states, checks = dag_outcome(run)
     assert states == {
         "backlog": "success",
         "crossed": "failed",

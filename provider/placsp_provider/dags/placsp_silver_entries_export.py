@@ -40,7 +40,7 @@ with DAG(
         from placsp_provider.lake import table_path
         from placsp_provider.lake_storage import open_table, uri
 
-        lake = LakeHook().lake()  # an S3 lake's credentials from the connection placsp_lake
+        lake = LakeHook().lake()  # an S3 lake's credentials from its connection, as every operator's
         path = uri(table_path(lake, "entries"))
         table = open_table(table_path(lake, "entries"))
         datasets = table.to_pyarrow_table(columns=["dataset"]).column("dataset").to_pylist()

@@ -6,6 +6,11 @@ secret access key, extras `endpoint_url` (an S3-compatible store) and `region_na
 this task process's `AWS_*` environment, which obstore, delta-rs and Arrow read
 (`lake_storage`), and nowhere else: never logged, never in a path, URI, summary, XCom or lineage.
 Without the connection, the process's own `AWS_*` environment (or an instance role) is used.
+
+The dead-letter trigger runs in the triggerer, which serves every DAG's triggers from one process:
+it reads the connection itself (`credentials`, through the Task SDK, from its reading thread) and
+uses the values for its own reads only (`lake_storage.credentials`). The triggerer's environment is
+never changed, and the trigger's stored arguments name the connection, never hold its secret.
 """
 
 from __future__ import annotations
@@ -43,14 +48,23 @@ class LakeHook(BaseHook):
     def export_credentials(self) -> bool:
         """The connection's credentials into this process's `AWS_*` environment; False when there is
         no such connection (the environment or an instance role then decides)."""
+        values = self.credentials()
+        if values is None:
+            return False
+        os.environ.update(values)
+        return True
+
+    def credentials(self) -> dict[str, str] | None:
+        """The connection's `AWS_*` values (`credential_environment`); None when there is no such
+        connection. It blocks: in a trigger, call it from a thread (`asyncio.to_thread`), never on the
+        triggerer's event loop, which answers the request."""
         from airflow.sdk.exceptions import AirflowNotFoundException
 
         try:
             conn = self.get_connection(self.lake_conn_id)
         except AirflowNotFoundException:
-            return False
-        os.environ.update(credential_environment(conn.login, conn.password, conn.extra_dejson or {}))
-        return True
+            return None
+        return credential_environment(conn.login, conn.password, conn.extra_dejson or {})
 
 
 def credential_environment(key: str | None, secret: str | None, extras: dict[str, Any]) -> dict[str, str]:

@@ -11,12 +11,11 @@ import base64
 import html
 import io
 from datetime import UTC, date, datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 from placsp_provider import extras
 from placsp_provider.bronze.landing import write_text_atomically
-from placsp_provider.lake_storage import LakePath
+from placsp_provider.lake_storage import LakePath, lake_path
 from placsp_provider.quality.contract import CONTRACT_TABLES, load_contracts
 from placsp_provider.quality.engine import SCHEMA_RULE_SUFFIX
 from placsp_provider.quality.results import latest_results
@@ -71,8 +70,11 @@ def build_report(lake: str | LakePath, dataset: str, *, contracts_dir: str | Non
     )
 
 
-def write_report(lake: str | LakePath, dataset: str, out: str | Path, *, contracts_dir: str | None = None) -> Path:
-    path = Path(out)
+def write_report(
+    lake: str | LakePath, dataset: str, out: str | LakePath, *, contracts_dir: str | None = None
+) -> LakePath:
+    """The page written to `out`: a local file, or an S3 object (`s3://bucket/key`, one PUT)."""
+    path = lake_path(out) if isinstance(out, str) else out
     write_text_atomically(path, build_report(lake, dataset, contracts_dir=contracts_dir))
     return path
 

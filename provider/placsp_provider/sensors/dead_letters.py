@@ -15,6 +15,7 @@ from placsp_provider.datasets import get_dataset
 from placsp_provider.dead_letters import stats
 from placsp_provider.dead_letters.stats import DeadLetterCounts, DeadLetterQuery, ThresholdCheck
 from placsp_provider.errors import PlacspError
+from placsp_provider.hooks.lake import LakeHook
 from placsp_provider.lake import resolve_lake, run_summary_path
 from placsp_provider.lake_storage import LakePath
 from placsp_provider.lineage import sensor as sensor_lineage
@@ -57,7 +58,9 @@ class DeadLetterThresholdSensor(BaseSensorOperator):
     OpenLineage (docs/lineage.md): the dead-letter table is the input, with the checks as
     `dataQualityAssertions` and the counts as `dataQualityMetrics`, on COMPLETE and on FAIL.
 
-    Counting reads the Delta table with delta-rs, no Spark (`dead_letters.stats`).
+    Counting reads the Delta table with delta-rs, no Spark (`dead_letters.stats`). On an S3 lake, a
+    poke reads with the lake connection's credentials (`LakeHook`), and so does the trigger, which
+    reads that connection in the triggerer: the trigger's stored arguments name it, never hold its secret.
 
     :param dataset: dataset key or syndication id (templated).
     :param scope: `run` (this DAG run's dead letters) or `backlog` (all quarantined ones).
@@ -130,6 +133,7 @@ class DeadLetterThresholdSensor(BaseSensorOperator):
             max_count=self.max_count if self.scope == "backlog" else None,
             poke_interval=self.poke_interval,
             first_poll_after=self.settle_seconds,
+            lake_conn_id=LakeHook().lake_conn_id,  # as resolved here: $PLACSP_LAKE_CONN_ID may be set on workers only
         )
         self.log.info("dataset %s: deferring the %s check (up to %s s)", query.dataset, self.scope, self.timeout)
         # The trigger fires `timeout` itself at its deadline; Airflow's own timeout is only a safety net.
@@ -152,7 +156,7 @@ class DeadLetterThresholdSensor(BaseSensorOperator):
 
     # -- poke / reschedule path -------------------------------------------------------------------
     def poke(self, context: Context) -> bool | PokeReturnValue:
-        query = self._query(context)
+        query = self._query(context, LakeHook().lake(self.lake))  # an S3 lake's credentials, for this process
         looked = stats.look(query)
         if looked is None:
             self.log.info("dataset %s: waiting for the Silver run summary %s", query.dataset, _summary_file(query))
@@ -160,10 +164,10 @@ class DeadLetterThresholdSensor(BaseSensorOperator):
         return PokeReturnValue(True, self._conclude(context, query, *looked))
 
     # -- shared -----------------------------------------------------------------------------------
-    def _query(self, context: Context) -> DeadLetterQuery:
+    def _query(self, context: Context, lake: LakePath | None = None) -> DeadLetterQuery:
         """The rendered arguments, validated (templated fields are only known now)."""
         return stats.scope_query(
-            resolve_lake(self.lake),
+            resolve_lake(self.lake) if lake is None else lake,
             dataset=get_dataset(self.dataset).key,
             scope=self.scope,
             run_id=context["run_id"],

@@ -12,6 +12,12 @@ Either way it stops at `deadline`. It yields exactly one event, whose payload (p
 The sensor's `execute_complete` evaluates the thresholds on it. Reads run in a thread
 (`asyncio.to_thread`): delta-rs and file reads block, and the triggerer's event loop must not.
 
+An S3 lake's credentials are not in the triggerer's environment (the task's `AWS_*` stay in the task's
+process): each poll reads the lake connection (`lake_conn_id`) through the Task SDK from its thread,
+which the triggerer answers from its event loop (`LakeHook.credentials`), and uses its values for
+that poll's reads only (`lake_storage.credentials`). The stored arguments name the connection, never
+hold its secret.
+
 The keyword arguments are a persisted contract: Airflow stores `serialize()` in its database and a
 triggerer (maybe of a newer provider version) rebuilds the trigger from it. Add arguments only with
 defaults; never rename one.
@@ -28,6 +34,7 @@ from typing import Any
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from placsp_provider.errors import PlacspError
+from placsp_provider.lake_storage import is_object_store_uri
 from placsp_provider.untrusted import printable
 
 CLASSPATH = "placsp_provider.triggers.dead_letters.DeadLetterThresholdTrigger"
@@ -47,6 +54,8 @@ class DeadLetterThresholdTrigger(BaseTrigger):
     :param deadline: UNIX time (seconds) after which the trigger fires `timeout`; at least one poll
         always happens first.
     :param first_poll_after: seconds to wait before the first poll (the sensor's `settle_seconds`).
+    :param lake_conn_id: an S3 lake's connection (`hooks.lake`), as the task resolved it; None: the
+        triggerer's `$PLACSP_LAKE_CONN_ID`, else `placsp_lake`.
     """
 
     def __init__(
@@ -62,6 +71,7 @@ class DeadLetterThresholdTrigger(BaseTrigger):
         max_count: int | None = None,
         poke_interval: float = 60.0,
         first_poll_after: float = 0.0,
+        lake_conn_id: str | None = None,
     ) -> None:
         super().__init__()
         self.lake = str(lake)
@@ -74,6 +84,7 @@ class DeadLetterThresholdTrigger(BaseTrigger):
         self.max_count = max_count
         self.poke_interval = float(poke_interval)
         self.first_poll_after = float(first_poll_after)
+        self.lake_conn_id = lake_conn_id
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         # Every keyword argument of `__init__`, as the attribute of that name holds it (module docstring).
@@ -87,7 +98,7 @@ class DeadLetterThresholdTrigger(BaseTrigger):
         while True:
             polls += 1
             try:
-                status, payload = await asyncio.to_thread(self._poll)
+                status, payload = await asyncio.to_thread(self._poll, polls == 1)
             except PlacspError as err:
                 # A table that cannot be read will not heal by waiting: hand the reason to the task.
                 # The event is stored in Airflow's database and shown in its UI: its reason is one
@@ -107,9 +118,10 @@ class DeadLetterThresholdTrigger(BaseTrigger):
                 return
             await asyncio.sleep(min(self.poke_interval, remaining))
 
-    def _poll(self) -> tuple[str | None, dict[str, Any]]:
+    def _poll(self, first: bool) -> tuple[str | None, dict[str, Any]]:
         """One blocking look at the lake: (terminal status or None, counts so far)."""
         from placsp_provider.dead_letters import stats
+        from placsp_provider.lake_storage import credentials
 
         query = stats.scope_query(
             self.lake,
@@ -119,7 +131,8 @@ class DeadLetterThresholdTrigger(BaseTrigger):
             stages=self.stages or (),
             error_types=self.error_types or (),
         )
-        looked = stats.look(query)
+        with credentials(self._credentials(first)):
+            looked = stats.look(query)
         if looked is None:
             return None, {}
         counts, read = looked
@@ -127,6 +140,32 @@ class DeadLetterThresholdTrigger(BaseTrigger):
             return SUMMARY_VISIBLE, {"counts": counts.to_dict(), "entries_read": read}
         crossed = self.max_count is not None and counts.total > self.max_count
         return (THRESHOLD_CROSSED if crossed else None), {"counts": counts.to_dict()}
+
+    def _credentials(self, first: bool) -> dict[str, str]:
+        """An S3 lake's `AWS_*` values from its connection, read at each poll (a rotated secret is
+        picked up at the next one). Empty for a local lake, and when the connection does not exist
+        (the triggerer's own environment or instance role then decides)."""
+        if not is_object_store_uri(self.lake):
+            return {}
+        from placsp_provider.hooks.lake import LakeHook
+
+        hook = LakeHook(self.lake_conn_id)
+        try:
+            given = hook.credentials()
+        except Exception as err:
+            # Only the error's type: a connection that cannot be parsed may quote its URI, secret included.
+            raise PlacspError(
+                f"lake {self.lake}: its connection {hook.lake_conn_id!r} cannot be read in the triggerer "
+                f"({type(err).__name__}); check it with `airflow connections get {hook.lake_conn_id}`"
+            ) from None
+        if given is None and first:
+            self.log.info(
+                "dataset %s: no connection %r: the triggerer's own AWS_* environment or instance role reads %s",
+                self.dataset,
+                hook.lake_conn_id,
+                self.lake,
+            )
+        return given or {}
 
     def _event(self, status: str, polls: int, **payload: Any) -> dict[str, Any]:
         """The event (module docstring); `payload`: `counts`, `entries_read` or `error`, None unless given."""
