@@ -25,6 +25,7 @@ import contextlib
 import hashlib
 import os
 import tempfile
+import warnings
 from collections.abc import Iterator, Mapping
 from contextvars import ContextVar
 from functools import lru_cache
@@ -290,6 +291,12 @@ def _obstore_options(given: tuple[tuple[str, str], ...]) -> dict[str, Any]:
 @lru_cache(maxsize=1)
 def _s3_path_class() -> Any:
     from upath.implementations.cloud import S3Path
+
+    # universal_pathlib 0.3 deprecates `_protocol_dispatch = False` (for a `ProxyUPath` API that
+    # has no filesystem hook yet) and says so on every path made: the one way to give S3 paths
+    # obstore's filesystem without registering it for every `s3://` path of the process (Airflow's
+    # own ObjectStoragePath included).
+    warnings.filterwarnings("ignore", message=r"S3LakePath\._protocol_dispatch", category=DeprecationWarning)
 
     class S3LakePath(S3Path):
         """An `s3://` path whose filesystem is obstore's (credentials from the environment)."""
