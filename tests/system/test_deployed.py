@@ -215,6 +215,7 @@ def fix_dead_letters_by_hand(lake: LakePath, dataset: str) -> list[str]:
     show` prints each record; the namespace prefixes the broken 643 page never declared (taken from a
     well-formed page of the lake) are declared on its start tag; `placsp dead-letters fix` checks the
     file with the real parser, writes it and marks the dead letter `fixed`. Returns the fixed ids."""
+    import io
     import re
     import subprocess
     import sys
@@ -227,7 +228,7 @@ def fix_dead_letters_by_hand(lake: LakePath, dataset: str) -> list[str]:
     for page in lake.glob("bronze/*/pages/**/*"):
         if page.is_file():
             try:
-                for _, element in etree.iterparse(str(page), events=("start",)):
+                for _, element in etree.iterparse(io.BytesIO(page.read_bytes()), events=("start",)):
                     namespaces.update(element.nsmap)
                     break
             except etree.XMLSyntaxError:
