@@ -76,6 +76,7 @@ _DAILY_BEFORE = "PlataformasAgregadasSinMenores_20220105_030012.atom"  # the lak
 _DAILY_PAGE = "PlataformasAgregadasSinMenores_20220106_030013.atom"  # the timed day
 _BATCH_DATASET, _BATCH_POOL = "licitaciones", "643"  # the Silver benchmark's corpus (silver_contents.json)
 _SIDES = ("local", "s3")
+PROFILE_ENV = "PLACSP_BENCH_PROFILE"  # a folder: each timed ingest's cProfile stats go there (slows it down)
 
 
 @dataclass(frozen=True)
@@ -396,9 +397,13 @@ def _child_ingest(p: dict[str, Any]) -> dict[str, Any]:
     spark = spark_session("placsp-bench-s3", p["cores"]) if needs_spark(p["engine"]) else None
     tree = ProcessTree(interval=0.2)
     tree.start()  # this process's VmHWM reset first: the peak is the ingest's
+    profile = _profiler(p)
     t0 = time.perf_counter()
     summary = ingest(request, p["engine"], spark=spark)
     seconds = time.perf_counter() - t0
+    if profile is not None:  # `$PLACSP_BENCH_PROFILE`: where the time went, for `pstats` (not for the ratio)
+        profile.disable()
+        profile.dump_stats(Path(os.environ[PROFILE_ENV]) / f"{p['manifest']}-{p['lake'].replace('/', '_')}.prof")
     tree.stop()
     out: dict[str, Any] = {"seconds": seconds, "cpu_s": tree.cpu_seconds(), "tree": tree.report()}
     out["hwm_mb"] = out["tree"]["driver_hwm_mb"]
@@ -409,6 +414,17 @@ def _child_ingest(p: dict[str, Any]) -> dict[str, Any]:
     if spark is not None:
         spark.stop()
     return out
+
+
+def _profiler(p: dict[str, Any]) -> Any:
+    """A started cProfile of the timed ingest when `$PLACSP_BENCH_PROFILE` names a folder, else None."""
+    if not os.environ.get(PROFILE_ENV) or not p["check"]:
+        return None
+    import cProfile
+
+    profile = cProfile.Profile()
+    profile.enable()
+    return profile
 
 
 def lake_contents(lake: Any) -> dict[str, dict[str, Any]]:
