@@ -2,31 +2,36 @@
 
 The S3 lake is served by a real SeaweedFS server on 127.0.0.1 (`tests/s3/seaweedfs.py`: the binary built
 once into `.cache/seaweedfs`), started by the benchmark with a data folder next to the local lakes (the
-same disk). Two sizes:
+same disk). Three sizes:
 
 - daily: the real bundled `agregadas` page of 2022-01-06 (476 entries, 24 tombstones, 3 MB; the demo
-  site's head page, what `placsp_daily` ingests for that dataset) into a lake that already holds the day
-  before (the real page of 2022-01-05, ingested by a child of its own, not timed);
+  site's head page, what `placsp_daily` ingests for that dataset) into a lake that holds the day before
+  (the real page of 2022-01-05);
+- daily, aged lake: the same page into a lake that also holds 30 earlier days (small generated
+  `agregadas` pages, one ingest each: one commit and one data file per table and day, no checkpoint,
+  no compaction: table maintenance does not run on S3 yet);
 - batch: 20 `benchmarks.pagegen` pages of 500 items (~470 MB, the Silver benchmark's corpus) into a
   fresh lake.
 
-Each run is a fresh child process. Its lake is laid out first, not timed: the local lake's pages are
-hard links to a landed template (`_lake.link_lake`), the S3 lake gets the same files uploaded with
-obstore under the same keys (pages and the manifests that name them). The child imports the ingest's
-modules, then times `ingest.run.ingest` with the same engine on both sides (`--engine`, default
-`delta-rs`, the only one an S3 lake ingests with today). Memory: the child's peak RSS (`VmHWM`, reset
-before the ingest); with a Spark engine, its whole process tree (`_common.ProcessTree`). The server's
-CPU during each S3 run is read from /proc: on a real bucket that work is someone else's machine.
+A size's template is a local lake: its Bronze pages and manifests, and the tables of its earlier days
+(ingested once by delta-rs, not timed). Each run gets a fresh copy, not timed: on disk, hard links
+(`_lake.link_lake`; JSON files copied); on S3, the same files uploaded with obstore under the same keys.
+A fresh child process then imports the ingest's modules and times `ingest.run.ingest` of the day's
+manifest, with the same engine on both sides (`--engine`, default `delta-rs`, the only one an S3 lake
+ingests with today). Memory: the child's peak RSS (`VmHWM`, reset before the ingest); with a Spark
+engine, its whole process tree (`_common.ProcessTree`). The server's CPU during each S3 run is read
+from /proc: on a real bucket that work is another machine's.
 
 The two sides run in ABBA order (local, s3, s3, local, ...), `rounds` runs each; the ratio of a size is
 the median of its rounds (the i-th S3 run over the i-th local one; decision 0016).
 
-Every run is checked before it counts, from the tables read back by delta-rs (not the run's summary):
-each table's rows and a checksum of every value but the clock columns (DuckDB's hash of each row,
-XORed) must equal those of every other run of the same size, on either side, and every entry id and
+Every run is checked before it counts, from the tables read back (not the run's summary): each
+table's rows and a checksum of every value but the clock columns (DuckDB's hash of each row, XORed)
+must equal those of every other run of the same size, on either side, and every entry id and
 tombstone of the timed pages (read by a plain lxml pass over the page files) must be in `entries` or
 `dead_letters` and in `tombstones`. In a full run, the batch's row counts must equal
 `benchmarks/silver_contents.json` (the Silver benchmark's record of the same corpus ingested by Spark).
+Where an S3 run's time goes, request by request: `benchmarks/s3_requests.py`.
 """
 
 from __future__ import annotations
@@ -42,6 +47,7 @@ import time
 import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -72,10 +78,11 @@ TARGET = 1.5  # issue 33: S3 within 1.5x of local disk, both sizes
 _BUCKET = "placsp-bench"
 _DAILY_DATASET = "agregadas"
 _DAILY_ZIP = "1044_agregadas/PlataformasAgregadasSinMenores_202201_05-06.zip"
-_DAILY_BEFORE = "PlataformasAgregadasSinMenores_20220105_030012.atom"  # the lake holds it before the run
+_DAILY_BEFORE = "PlataformasAgregadasSinMenores_20220105_030012.atom"  # the day before, in the lake already
 _DAILY_PAGE = "PlataformasAgregadasSinMenores_20220106_030013.atom"  # the timed day
 _BATCH_DATASET, _BATCH_POOL = "licitaciones", "643"  # the Silver benchmark's corpus (silver_contents.json)
 _SIDES = ("local", "s3")
+_LABELS = {"daily": "daily", "daily_aged": "daily, aged lake", "batch": "batch"}
 PROFILE_ENV = "PLACSP_BENCH_PROFILE"  # a folder: each timed ingest's cProfile stats go there (slows it down)
 
 
@@ -83,13 +90,14 @@ PROFILE_ENV = "PLACSP_BENCH_PROFILE"  # a folder: each timed ingest's cProfile s
 class Config:
     batch_pages: int = 20
     items_per_page: int = 500
+    aged_days: int = 30  # earlier days of the aged lake, one ingest each
     rounds: int = 5  # runs of each side per size, ABBA order; the ratio is the median round
     cores: int = 2  # Spark's `local[cores]`, with a Spark engine
     quiet_wait_s: float = 30.0  # before each run, wait up to this long for the rest of the machine to idle
 
 
 FULL = Config()
-QUICK = Config(batch_pages=2, items_per_page=20, rounds=1, quiet_wait_s=0.0)
+QUICK = Config(batch_pages=2, items_per_page=20, aged_days=2, rounds=1, quiet_wait_s=0.0)
 
 
 @dataclass(frozen=True)
@@ -98,9 +106,8 @@ class Size:
 
     name: str
     dataset: str
-    template: Path  # a local lake holding only Bronze: the pages and their manifests
+    template: Path  # a local lake: Bronze pages and manifests, and the tables of the earlier days if any
     manifest: str  # run_id of the timed manifest (`<run_id>.json`)
-    before: str  # run_id of a manifest ingested first, not timed ("" for a fresh lake)
     pages: int
     bytes: int
     expected: dict[str, list[str]]  # entry ids and tombstone refs of the timed pages (plain lxml pass)
@@ -113,7 +120,7 @@ def run(quick: bool = False, engine: str = DELTA_RS) -> BenchResult:
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="placsp-bench-s3-") as tmp_name:
         tmp = Path(tmp_name)
-        sizes = [_daily(tmp), _batch(tmp, cfg)]
+        sizes = [_daily(tmp), _daily(tmp, "daily_aged", cfg.aged_days), _batch(tmp, cfg)]
         with s3_environment(tmp / "seaweedfs") as server:
             measures = {s.name: _measure_size(cfg, s, engine, tmp, server) for s in sizes}
     raw: dict[str, Any] = {"config": cfg.__dict__, "quick": quick, "engine": engine, "measures": measures}
@@ -155,21 +162,47 @@ def s3_environment(data: Path) -> Iterator[Any]:
         server.stop()
 
 
-def _daily(tmp: Path) -> Size:
-    """The real pages of 2022-01-05 and -06, landed under two manifests of their own."""
+def _daily(tmp: Path, name: str = "daily", earlier_days: int = 0) -> Size:
+    """The real pages of 2022-01-05 and -06: the template's lake holds the first (and `earlier_days`
+    small generated days before it), ingested; the second is the run's."""
     from placsp_provider.demo.samples import land_pages, samples_dir
 
-    folder = tmp / "daily-pages"
+    folder = tmp / f"{name}-pages"
     folder.mkdir()
     with zipfile.ZipFile(samples_dir() / _DAILY_ZIP) as z:
-        for name in (_DAILY_BEFORE, _DAILY_PAGE):
-            (folder / name).write_bytes(z.read(name))
-    template = tmp / "template-daily"
-    land_pages(template, _DAILY_DATASET, [folder / _DAILY_BEFORE], "before", link=True)
+        for page_name in (_DAILY_BEFORE, _DAILY_PAGE):
+            (folder / page_name).write_bytes(z.read(page_name))
+    template = tmp / f"template-{name}"
+    earlier = []
+    if earlier_days:
+        corpus = generate_corpus(
+            folder / "earlier",
+            pages=earlier_days,
+            items_per_page=20,
+            seed=SILVER_SEED,
+            dataset_key=_DAILY_DATASET,
+            newest=datetime(2022, 1, 4, 3, tzinfo=UTC),
+        )
+        for i, page in enumerate(reversed(corpus.files)):  # oldest first, a manifest (a day) each
+            earlier.append(land_pages(template, _DAILY_DATASET, [page], f"earlier-{i:03d}", link=True))
+    earlier.append(land_pages(template, _DAILY_DATASET, [folder / _DAILY_BEFORE], "before", link=True))
     land_pages(template, _DAILY_DATASET, [folder / _DAILY_PAGE], "day", link=True)
+    _ingest_earlier(template, _DAILY_DATASET, earlier)
     page = folder / _DAILY_PAGE
     what = f"the real `{_DAILY_DATASET}` page {page.stem[-15:-7]} into a lake holding the day before"
-    return Size("daily", _DAILY_DATASET, template, "day", "before", 1, page.stat().st_size, expected_ids([page]), what)
+    if earlier_days:
+        what = f"the same page, the lake holding {earlier_days} more earlier days (a commit and a file per table a day)"
+    return Size(name, _DAILY_DATASET, template, "day", 1, page.stat().st_size, expected_ids([page]), what)
+
+
+def _ingest_earlier(template: Path, dataset: str, manifests: list[Path]) -> None:
+    """The earlier days into the template's lake, one ingest (one commit per table) each, by delta-rs."""
+    from placsp_provider.datasets import get_dataset
+    from placsp_provider.ingest.request import IngestRequest
+    from placsp_provider.ingest.run import ingest
+
+    for manifest in manifests:
+        ingest(IngestRequest(get_dataset(dataset), template, "earlier", manifests=(manifest,)), DELTA_RS)
 
 
 def _batch(tmp: Path, cfg: Config) -> Size:
@@ -187,7 +220,7 @@ def _batch(tmp: Path, cfg: Config) -> Size:
     land_pages(template, _BATCH_DATASET, corpus.files, "batch", link=True)
     what = f"{cfg.batch_pages} generated `{_BATCH_DATASET}` pages of {cfg.items_per_page} items into a fresh lake"
     return Size(
-        "batch", _BATCH_DATASET, template, "batch", "", cfg.batch_pages, corpus.bytes, expected_ids(corpus.files), what
+        "batch", _BATCH_DATASET, template, "batch", cfg.batch_pages, corpus.bytes, expected_ids(corpus.files), what
     )
 
 
@@ -216,8 +249,6 @@ def _measure_size(cfg: Config, size: Size, engine: str, tmp: Path, server: Any) 
     for i, side in enumerate(order):
         lake = _lay_lake(size, side, tmp, f"{size.name}-{i}")
         payload = {"lake": lake, "dataset": size.dataset, "engine": engine, "cores": cfg.cores}
-        if size.before:  # the day before, ingested by a child of its own (not timed)
-            run_child(__name__, {"task": "ingest", **payload, "manifest": size.before, "check": False})
         waited, busy = wait_for_quiet(cfg.quiet_wait_s)
         cpu0 = _process_cpu(server.process.pid)
         got = run_child(
@@ -244,8 +275,9 @@ def _measure_size(cfg: Config, size: Size, engine: str, tmp: Path, server: Any) 
 
 
 def _lay_lake(size: Size, side: str, tmp: Path, key: str) -> str:
-    """A fresh lake of the template's Bronze: hard links on disk, or the same files uploaded under the
-    same keys to the bucket. Returns the lake's root as `ingest` takes it."""
+    """A fresh copy of the template's lake: hard links on disk (JSON files copied: nothing a run writes
+    reaches the template), or the same files uploaded under the same keys to the bucket. Returns the
+    lake's root as `ingest` takes it."""
     if side == "local":
         link_lake(size.template, tmp / "lakes" / key)
         return str(tmp / "lakes" / key)
@@ -333,7 +365,7 @@ def report(raw: dict[str, Any], seconds: float) -> BenchResult:
         ratios = rounds(runs)
         ratio = statistics.median(ratios)
         shown = f"{ratio:.2f}x" + (f" (rounds {min(ratios):.2f}x–{max(ratios):.2f}x)" if len(ratios) > 1 else "")
-        goals.append(Goal(f"{name}: S3 / local disk, ingest time", f"<= {TARGET}x", shown, ratio <= TARGET))
+        goals.append(Goal(f"{_LABELS[name]}: S3 / local disk, ingest time", f"<= {TARGET}x", shown, ratio <= TARGET))
         size = sizes[name]
         med = {side: statistics.median(r["seconds"] for r in runs[side]) for side in _SIDES}
         mem = {side: max(peak(r) for r in runs[side]) for side in _SIDES}
@@ -341,7 +373,7 @@ def report(raw: dict[str, Any], seconds: float) -> BenchResult:
         server = statistics.median(r["server_cpu_s"] for r in runs["s3"])
         rows.append(
             [
-                f"{name}: {size['what']} ({size['pages']} pages, {size['bytes'] / MB:,.1f} MB)",
+                f"{_LABELS[name]}: {size['what']} ({size['pages']} pages, {size['bytes'] / MB:,.1f} MB)",
                 f2(med["local"]),
                 f2(med["s3"]),
                 f"{ratio:.2f}x",
@@ -352,7 +384,7 @@ def report(raw: dict[str, Any], seconds: float) -> BenchResult:
         tables = ", ".join(f"{t} {v['rows']:,}" for t, v in raw["contents"][name]["tables"].items())
         record = raw["contents"][name].get("record")
         figures.append(
-            f"{name}: seconds local {', '.join(f2(r['seconds']) for r in runs['local'])}; S3 "
+            f"{_LABELS[name]}: seconds local {', '.join(f2(r['seconds']) for r in runs['local'])}; S3 "
             f"{', '.join(f2(r['seconds']) for r in runs['s3'])} (order {''.join(s[0] for s in m['order'])}). "
             f"Tables ({tables} rows) {raw['contents'][name]['verdict']}" + (f"; {record}" if record else "") + "."
         )
