@@ -2,12 +2,15 @@
 
     .venv/bin/python -m benchmarks.s3_requests              # the S3 benchmark's daily run
     .venv/bin/python -m benchmarks.s3_requests --history 30 # after 30 earlier days (longer Delta logs)
+    .venv/bin/python -m benchmarks.s3_requests --history 30 --compacted   # ... then compacted, checkpointed
 
 The S3 benchmark's daily lake (`bench_s3`: the real 1044 page of 2022-01-06 into a lake holding the day
 before) on a SeaweedFS server, with a counting proxy on 127.0.0.1 between the ingest and the server.
 `--history N` adds N earlier days to that lake (`bench_s3`'s aged lake: small generated `agregadas`
 pages, one ingest, so one commit and one data file per table, each). Each request is classed by what
-it touches; the time shown is the server's answer time seen by the proxy. The ingest's own seconds
+it touches; the time shown is the server's answer time seen by the proxy. `--compacted` compacts each
+table of that lake and writes a checkpoint (delta-rs `optimize.compact`, `create_checkpoint`) before
+the day, as a table maintenance run would: what it saves an S3 daily run. The ingest's own seconds
 through the proxy are no measurement (the proxy is Python): `bench_s3` times the ingest without it.
 """
 
@@ -82,19 +85,33 @@ def kind(method: str, path: str) -> str:
             return "HEAD  table exists? (`has_commit`)"
         if key.endswith("_last_checkpoint"):
             return f"{method:5s} Delta log: _last_checkpoint"
-        return f"{method:5s} Delta log: commit file"
+        return f"{method:5s} Delta log: " + ("checkpoint" if ".checkpoint." in key else "commit file")
     if key.endswith(".parquet"):
         return f"{method:5s} table data file (Parquet)"
     return f"{method:5s} Bronze page, manifest, run summary"
 
 
+def _compact(lake: Path) -> None:
+    """Each table of the lake compacted (its small files rewritten as one per partition) and checkpointed."""
+    from placsp_provider.lake import LAKE_TABLES, table_path
+    from placsp_provider.lake_storage import open_table
+
+    for table in LAKE_TABLES:
+        delta = open_table(table_path(lake, table))
+        delta.optimize.compact()
+        delta.create_checkpoint()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--history", type=int, default=0, help="earlier days ingested first (one commit each)")
+    parser.add_argument("--compacted", action="store_true", help="compact and checkpoint the tables first")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="placsp-s3-requests-") as tmp_name:
         tmp = Path(tmp_name)
         size = bench_s3._daily(tmp, "daily", args.history)  # its earlier days ingested on disk (not counted)
+        if args.compacted:
+            _compact(size.template)
         with bench_s3.s3_environment(tmp / "seaweedfs") as server:
             lake = bench_s3._lay_lake(size, "s3", tmp, "requests")
             proxy = _Counted(("127.0.0.1", 0), _Proxy)
@@ -114,8 +131,9 @@ def main(argv: list[str] | None = None) -> int:
         counts[kind(method, path)] += 1
         seconds[kind(method, path)] += took
     total = sum(seconds.values())
+    state = ", compacted and checkpointed" if args.compacted else ""
     print(
-        f"daily ingest on S3 after {1 + args.history} earlier day(s): {len(proxy.log)} requests, {total:.3f} s server"
+        f"daily ingest on S3 after {1 + args.history} earlier day(s){state}: {len(proxy.log)} requests, {total:.3f} s"
     )
     for name in sorted(counts, key=lambda k: -counts[k]):
         print(f"  {counts[name]:5d}  {seconds[name] * 1000:8.1f} ms  {name}")
