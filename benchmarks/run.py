@@ -40,7 +40,9 @@ BENCHMARKS: tuple[str, ...] = (
 NAMES = [m.rsplit(".", 1)[-1].removeprefix("bench_") for m in BENCHMARKS]  # what `--only` takes
 
 DOCS = REPO / "docs" / "benchmarks.md"
-LIMIT = 15_000  # bytes of docs/benchmarks.md (issue 32): a section that grows past it says too much
+# Bytes of docs/benchmarks.md (issue 32): a section that grows past it says too much (15,000 for six
+# benchmarks; 18,000 since the S3 one).
+LIMIT = 18_000
 _HEADER = """# Benchmarks
 
 Written by `make bench` (`.venv/bin/python -m benchmarks.run`): one section per benchmark, rewritten
