@@ -11,6 +11,8 @@ mocked; the unit tests feed the report and the checks known numbers.
 from __future__ import annotations
 
 import dataclasses
+import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -83,11 +85,17 @@ def test_the_expected_ids_come_from_the_page_not_from_the_parser(tmp_path: Path)
 @pytest.mark.http
 @pytest.mark.timeout(900)
 def test_quick_run_on_a_real_s3_server_compares_what_both_lakes_hold(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.setattr(bench, "OUT", tmp_path / "out")
+    secret = "SECRET-" + os.urandom(8).hex()
+    monkeypatch.setattr(bench.secrets, "token_hex", lambda n: secret)  # the server's secret key, known here
     result = bench.run(quick=True)
     raw = result.raw
+    written = capfd.readouterr()
+    leaks = [p.name for p in (tmp_path / "out").iterdir() if secret in p.read_text()]
+    assert not leaks and secret not in written.out + written.err + json.dumps(raw, default=str)
+    assert "AWS_SECRET_ACCESS_KEY" not in os.environ or secret not in os.environ["AWS_SECRET_ACCESS_KEY"]
     sizes = ("daily", "daily_aged", "batch")
     assert [g.what.split(":")[0] for g in result.goals] == ["daily", "daily, aged lake", "batch"]
     for size in sizes:
