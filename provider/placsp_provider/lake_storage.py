@@ -207,6 +207,22 @@ def _s3_path_class() -> Any:
             del urlpath, protocol, storage_options
             return _filesystem()
 
+        def iterdir(self) -> Iterator[Any]:
+            """The folder's children from one listing. upath asks `isdir` first (a HEAD and a second
+            listing): three requests for each table-existence check of an ingest (decision 0039)."""
+            import obstore
+
+            store, key = _store_and_key(self)
+            prefix = key.rstrip("/") + "/"
+            listed = obstore.list_with_delimiter(store, prefix=prefix)
+            names = [p.rstrip("/").rpartition("/")[2] for p in listed["common_prefixes"]]
+            names += [o["path"].rpartition("/")[2] for o in listed["objects"] if o["path"] != prefix]
+            if not names:  # no such folder, a file, or an empty folder marker: upath's own answer
+                yield from super().iterdir()
+                return
+            for name in names:
+                yield self / name
+
     return S3LakePath
 
 

@@ -88,7 +88,9 @@ def start(data: Path) -> S3Server:
         f"-filer.port={filer}",
         "-s3",
         f"-s3.port={s3}",
-        "-volume.max=20",
+        # Each bucket written takes 7 volumes (SeaweedFS's growth for one copy; sparse files, not
+        # preallocated): 20 held three test buckets, and a fourth got "no free volumes left" (HTTP 500).
+        "-volume.max=100",
     ]
     with log.open("wb") as out:
         process = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
