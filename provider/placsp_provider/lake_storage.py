@@ -9,7 +9,8 @@ obstore, the Rust `object_store` crate that delta-rs uses too) on S3, so the cod
 - opening a Delta table (`delta_options`, `open_table`) and reading its files through Arrow's own
   filesystems (`arrow_filesystem`): never a Python filesystem Arrow's threads call back into
   (decision 0029);
-- the scratch folder of downloads, which is always local (`scratch_dir`).
+- the scratch folder of downloads, which is always local (`scratch_dir`);
+- listing a folder on S3: one request (`S3LakePath.iterdir`), where universal_pathlib makes three.
 
 Credentials are never part of a lake URI or a path: obstore, delta-rs, Arrow and Spark's s3a all read
 the standard `AWS_*` environment (`AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, `AWS_REGION`,
