@@ -70,7 +70,8 @@ system-deps:
 test-fast: $(INSTALLED)
 	$(PY) -m pytest -m "(unit or http) and not spark and not airflow and not system and not reliability"
 
-bench: $(INSTALLED) jars
+# Every benchmark (docs/benchmarks.md); the S3 one starts s3-server's SeaweedFS on 127.0.0.1.
+bench: $(INSTALLED) jars s3-server
 	$(PY) -m benchmarks.run
 
 lint: $(INSTALLED)

@@ -9,7 +9,8 @@ obstore, the Rust `object_store` crate that delta-rs uses too) on S3, so the cod
 - opening a Delta table (`delta_options`, `open_table`) and reading its files through Arrow's own
   filesystems (`arrow_filesystem`): never a Python filesystem Arrow's threads call back into
   (decision 0029);
-- the scratch folder of downloads, which is always local (`scratch_dir`).
+- the scratch folder of downloads, which is always local (`scratch_dir`);
+- listing a folder on S3: one request (`S3LakePath.iterdir`), where universal_pathlib makes three.
 
 Credentials are never part of a lake URI or a path: obstore, delta-rs, Arrow and Spark's s3a all read
 the standard `AWS_*` environment (`AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, `AWS_REGION`,
@@ -320,6 +321,22 @@ def _s3_path_class() -> Any:
 
             data = io.BytesIO(self.read_bytes())
             return io.TextIOWrapper(data, encoding=encoding or "utf-8", errors=errors, newline=newline).read()
+
+        def iterdir(self) -> Iterator[Any]:
+            """The folder's children from one listing. upath asks `isdir` first (a HEAD and a second
+            listing): three requests for each table-existence check of an ingest (decision 0039)."""
+            import obstore
+
+            store, key = _store_and_key(self)
+            prefix = key.rstrip("/") + "/"
+            listed = obstore.list_with_delimiter(store, prefix=prefix)
+            names = [p.rstrip("/").rpartition("/")[2] for p in listed["common_prefixes"]]
+            names += [o["path"].rpartition("/")[2] for o in listed["objects"] if o["path"] != prefix]
+            if not names:  # no such folder, a file, or an empty folder marker: upath's own answer
+                yield from super().iterdir()
+                return
+            for name in names:
+                yield self / name
 
     return S3LakePath
 
