@@ -91,3 +91,15 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         raise pytest.UsageError(f"tests without one of the markers {sorted(_SUITE_MARKERS)}: {unmarked[:5]}")
     if config.getoption("--reverse"):
         items.reverse()
+
+
+@pytest.fixture(autouse=True)
+def _lake_credentials_stay_in_their_test() -> Iterator[None]:
+    """`LakeHook` puts an S3 lake's credentials into this process's `AWS_*` environment, as it does in
+    a task's process; a task run in-process by a test (`dag.test`) would leave them to the tests after
+    it (and to the S3 servers they start). Put back as they were (session fixtures' included)."""
+    before = {k: v for k, v in os.environ.items() if k.startswith("AWS_")}
+    yield
+    for name in [k for k in os.environ if k.startswith("AWS_") and k not in before]:
+        del os.environ[name]
+    os.environ.update(before)

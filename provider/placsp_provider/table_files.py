@@ -82,3 +82,11 @@ def data_files(path: Any) -> int:
         if info.type == pafs.FileType.File and "_delta_log" not in parts and not parts[-1].startswith((".", "_")):
             count += 1
     return count
+
+
+def read_table(path: Any, columns: list[str] | None = None) -> Any:
+    """The current rows of the Delta table at `path` (a lake path, local or S3) as one Arrow table,
+    through `table_files` (never deltalake's `to_pyarrow_table`, which crashes processes at exit on S3)."""
+    from placsp_provider.lake_storage import open_table
+
+    return table_files(open_table(path)).to_table(columns=columns)

@@ -158,7 +158,8 @@ def _write_as_task(name: str) -> str:
     from deltalake import write_deltalake
 
     from placsp_provider.hooks.lake import LakeHook
-    from placsp_provider.lake_storage import delta_options, open_table, put_new, read_object, uri
+    from placsp_provider.lake_storage import delta_options, put_new, read_object, uri
+    from placsp_provider.table_files import read_table
 
     lake = LakeHook().lake()
     page = lake / "bronze" / name / "page.atom"
@@ -166,7 +167,7 @@ def _write_as_task(name: str) -> str:
     table = lake / "silver" / name
     write_deltalake(uri(table), pa.table({"n": [1, 2, 3]}), mode="overwrite", storage_options=delta_options(table))
     assert read_object(uri(page)) == b"<feed/>"
-    assert open_table(table).to_pyarrow_table().column("n").to_pylist() == [1, 2, 3]
+    assert read_table(table).column("n").to_pylist() == [1, 2, 3]
     return uri(lake)
 
 
@@ -181,10 +182,11 @@ def test_the_spark_worker_environment_reads_the_lake(
     lake = _write_as_task("worker-check")
     worker = {k: store.relocate(v) for k, v in environment(stack["services"]["spark-worker"]).items()}
     code = (
-        "from placsp_provider.lake_storage import read_object, open_table, object_store_lake\n"
+        "from placsp_provider.lake_storage import read_object, object_store_lake\n"
+        "from placsp_provider.table_files import read_table\n"
         f"lake = object_store_lake({lake!r})\n"
         "print(read_object(str(lake / 'bronze/worker-check/page.atom')).decode())\n"
-        "print(open_table(lake / 'silver/worker-check').to_pyarrow_table().num_rows)\n"
+        "print(read_table(lake / 'silver/worker-check').num_rows)\n"
     )
     env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": os.environ.get("PYTHONPATH", ""), **worker}
     read = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)

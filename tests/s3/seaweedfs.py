@@ -95,7 +95,10 @@ def start(data: Path) -> S3Server:
         "-volume.max=300",
     ]
     with log.open("wb") as out:
-        process = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        # AWS_* keys in its environment make `weed` require them (compose's store does so on purpose);
+        # this server is anonymous, whatever the caller's environment holds.
+        env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+        process = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, start_new_session=True, env=env)
     server = S3Server(f"http://127.0.0.1:{s3}", process, data, log)
     deadline = time.monotonic() + READY_SECONDS
     while time.monotonic() < deadline:

@@ -22,6 +22,7 @@ from placsp_provider.demo.loopback_site import LoopbackSite
 from placsp_provider.demo.samples import demo_routes
 from placsp_provider.lake import resolve_lake, table_path
 from placsp_provider.lake_storage import open_table, read_object
+from placsp_provider.table_files import read_table, table_files
 from tests.conftest import SAMPLES
 from tests.reliability import harness
 from tests.s3.conftest import S3Lake
@@ -49,7 +50,7 @@ def test_show_fix_and_stats_on_an_s3_lake_after_a_delta_rs_ingest(
     placsp("ingest", "ingest", "--dataset", DS, "--lake", lake, "--engine", "delta-rs", "--json")
 
     table = table_path(resolve_lake(lake), "dead_letters")
-    before = {r["dead_letter_id"]: r for r in open_table(table).to_pyarrow_table().to_pylist()}
+    before = {r["dead_letter_id"]: r for r in read_table(table).to_pylist()}
     assert [r["error_type"] for r in before.values()] == ["unbound_prefix"] * 3, "the real fragment's three versions"
     letter = before[min(before)]
 
@@ -71,7 +72,7 @@ def test_show_fix_and_stats_on_an_s3_lake_after_a_delta_rs_ingest(
         str(tmp_path / "record.xml"),
     )
 
-    after = {r["dead_letter_id"]: r for r in open_table(table).to_pyarrow_table().to_pylist()}
+    after = {r["dead_letter_id"]: r for r in read_table(table).to_pylist()}
     fixed = after[letter["dead_letter_id"]]
     assert (fixed["status"], fixed["raw_record"]) == ("fixed", corrected)
     assert fixed["raw_bytes"] == letter["raw_bytes"]  # what was rejected stays on record
@@ -89,7 +90,7 @@ def test_show_fix_and_stats_on_an_s3_lake_after_a_delta_rs_ingest(
     export_entry_counts(s3_lake, monkeypatch)
     export = json.loads(read_object(f"{lake}/exports/silver_entries.json"))
     entries = open_table(table_path(resolve_lake(lake), "entries"))
-    datasets = entries.to_pyarrow_table(columns=["dataset"]).column("dataset").to_pylist()
+    datasets = table_files(entries).to_table(columns=["dataset"]).column("dataset").to_pylist()
     assert export["entries_by_dataset"] == dict(Counter(datasets)) and datasets
     assert (export["table"], export["version"]) == (f"{lake}/silver/entries", entries.version())
 

@@ -22,7 +22,7 @@ import pytest
 from placsp_provider.demo.loopback_site import LoopbackSite
 from placsp_provider.demo.samples import demo_routes
 from placsp_provider.lake import LAKE_TABLES, QUALITY_RESULTS_TABLE, incoming_dir, resolve_lake, table_path
-from placsp_provider.lake_storage import open_table
+from placsp_provider.table_files import read_table
 from tests.reliability import feed_site, harness
 from tests.reliability.feed_site import AGR, LANDED
 from tests.s3.conftest import S3Lake
@@ -161,18 +161,18 @@ def test_two_ingests_at_once_on_s3_write_everything_once(s3_lake: S3Lake, tmp_pa
         assert outcome.returncode == 0, f"ingest {run_id} failed:\n{outcome.stderr[-4000:]}"
     ignore = CLOCKS | harness.RUN_ID_COLUMNS
     for table in LAKE_TABLES:
-        got = [r for r in open_table(table_path(lake, table)).to_pyarrow_table().to_pylist()]
-        want = [r for r in open_table(table_path(reference, table)).to_pyarrow_table().to_pylist()]
+        got = [r for r in read_table(table_path(lake, table)).to_pylist()]
+        want = [r for r in read_table(table_path(reference, table)).to_pylist()]
         canonical = [
             sorted(json.dumps({k: v for k, v in r.items() if k not in ignore}, default=str) for r in t)
             for t in (got, want)
         ]
         assert canonical[0] == canonical[1], f"{table}: {len(got)} rows after two ingests, {len(want)} after one"
-    assert len(open_table(table_path(lake, "entries")).to_pyarrow_table()) == 42
+    assert len(read_table(table_path(lake, "entries"))) == 42
 
 
 def _canonical(path: Any, ignore: frozenset[str]) -> list[str]:
-    table = open_table(path).to_pyarrow_table().to_pylist()
+    table = read_table(path).to_pylist()
     return sorted(
         json.dumps({k: v for k, v in r.items() if k not in ignore}, sort_keys=True, default=str) for r in table
     )

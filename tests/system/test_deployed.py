@@ -148,16 +148,16 @@ def test_silver_ran_on_the_spark_cluster(daily, stack) -> None:
 
 
 def test_what_silver_wrote_balances_what_extraction_counted(daily, stack) -> None:
-    from placsp_provider.lake_storage import open_table
+    from placsp_provider.table_files import read_table
 
     lake = stack.lake
     landed = manifests(lake)
     assert sorted(landed) == sorted(DATASETS)
     for dataset in DATASETS:
         read = sum(p["entries"] for p in landed[dataset]["pages"])  # counted while landing, not by Spark
-        entries = open_table(lake / "silver" / "entries").to_pyarrow_table(columns=["dataset"])
+        entries = read_table(lake / "silver" / "entries", columns=["dataset"])
         in_silver = entries.column("dataset").to_pylist().count(dataset)
-        dead = open_table(lake / "dead_letters").to_pyarrow_table(columns=["dataset", "run_id", "stage"])
+        dead = read_table(lake / "dead_letters", columns=["dataset", "run_id", "stage"])
         dead_letters = [
             r
             for r in dead.to_pylist()
@@ -165,7 +165,7 @@ def test_what_silver_wrote_balances_what_extraction_counted(daily, stack) -> Non
         ]
         assert in_silver + len(dead_letters) == read, (dataset, in_silver, len(dead_letters), read)
     assert sum(p["entries"] for p in landed["licitaciones"]["pages"]) == 5
-    licitaciones = open_table(lake / "dead_letters").to_pyarrow_table().to_pylist()
+    licitaciones = read_table(lake / "dead_letters").to_pylist()
     assert sum(r["dataset"] == "licitaciones" for r in licitaciones) == 3
 
 
@@ -182,7 +182,7 @@ def test_deadline_alert_fired_in_the_triggerer(daily, api, stack) -> None:
 
 
 def test_tables_are_assets_and_the_downstream_dag_ran_on_them(daily, api, stack) -> None:
-    from placsp_provider.lake_storage import open_table
+    from placsp_provider.table_files import read_table
     from tests.system.stack import wait_for
 
     lake = stack.lake
@@ -203,7 +203,7 @@ def test_tables_are_assets_and_the_downstream_dag_ran_on_them(daily, api, stack)
     runs = api.runs(EXPORT)
     assert {r["run_type"] for r in runs} == {"asset_triggered"} and {r["state"] for r in runs} == {"success"}
     export = json.loads((lake / "exports" / "silver_entries.json").read_text())
-    datasets = open_table(lake / "silver" / "entries").to_pyarrow_table(columns=["dataset"]).column("dataset")
+    datasets = read_table(lake / "silver" / "entries", columns=["dataset"]).column("dataset")
     assert sum(export["entries_by_dataset"].values()) == len(datasets)
 
 
@@ -223,6 +223,7 @@ def fix_dead_letters_by_hand(lake: LakePath, dataset: str) -> list[str]:
     from lxml import etree
 
     from placsp_provider.lake_storage import open_table
+    from placsp_provider.table_files import table_files
 
     namespaces: dict[str | None, str] = {}
     for page in lake.glob("bronze/*/pages/**/*"):
@@ -234,7 +235,9 @@ def fix_dead_letters_by_hand(lake: LakePath, dataset: str) -> list[str]:
             except etree.XMLSyntaxError:
                 continue
     table = open_table(lake / "dead_letters")
-    rows = [r for r in table.to_pyarrow_table().to_pylist() if r["dataset"] == dataset and r["status"] == "quarantined"]
+    rows = [
+        r for r in table_files(table).to_table().to_pylist() if r["dataset"] == dataset and r["status"] == "quarantined"
+    ]
     placsp = [sys.executable, "-m", "placsp_provider.cli", "dead-letters"]
     fixed_ids = []
     for row in rows:
@@ -259,23 +262,23 @@ def fix_dead_letters_by_hand(lake: LakePath, dataset: str) -> list[str]:
 
 
 def dead_letter_statuses(lake: LakePath, dataset: str) -> dict[str, str]:
-    from placsp_provider.lake_storage import open_table
+    from placsp_provider.table_files import read_table
 
-    rows = open_table(lake / "dead_letters").to_pyarrow_table(columns=["dataset", "dead_letter_id", "status"])
+    rows = read_table(lake / "dead_letters", columns=["dataset", "dead_letter_id", "status"])
     return {r["dead_letter_id"]: r["status"] for r in rows.to_pylist() if r["dataset"] == dataset}
 
 
 def silver_entry_ids(lake: LakePath, dataset: str) -> set[str]:
-    from placsp_provider.lake_storage import open_table
+    from placsp_provider.table_files import read_table
 
-    rows = open_table(lake / "silver" / "entries").to_pyarrow_table(columns=["dataset", "entry_id"]).to_pylist()
+    rows = read_table(lake / "silver" / "entries", columns=["dataset", "entry_id"]).to_pylist()
     return {r["entry_id"] for r in rows if r["dataset"] == dataset}
 
 
 def dead_letter_entry_ids(lake: LakePath, dataset: str) -> set[str]:
-    from placsp_provider.lake_storage import open_table
+    from placsp_provider.table_files import read_table
 
-    rows = open_table(lake / "dead_letters").to_pyarrow_table(columns=["dataset", "entry_id"]).to_pylist()
+    rows = read_table(lake / "dead_letters", columns=["dataset", "entry_id"]).to_pylist()
     return {r["entry_id"] for r in rows if r["dataset"] == dataset and r["entry_id"]}
 
 

@@ -39,11 +39,12 @@ with DAG(
         from placsp_provider.hooks.lake import LakeHook
         from placsp_provider.lake import table_path
         from placsp_provider.lake_storage import open_table, uri
+        from placsp_provider.table_files import table_files
 
         lake = LakeHook().lake()  # an S3 lake's credentials from its connection, as every operator's
         path = uri(table_path(lake, "entries"))
         table = open_table(table_path(lake, "entries"))
-        datasets = table.to_pyarrow_table(columns=["dataset"]).column("dataset").to_pylist()
+        datasets = table_files(table).to_table(columns=["dataset"]).column("dataset").to_pylist()
         events = [
             {"source_run_id": getattr(e, "source_run_id", None), "timestamp": str(getattr(e, "timestamp", ""))}
             for events in (triggering_asset_events or {}).values()
