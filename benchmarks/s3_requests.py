@@ -17,58 +17,17 @@ through the proxy are no measurement (the proxy is Python): `bench_s3` times the
 from __future__ import annotations
 
 import argparse
-import http.client
-import http.server
 import os
 import re
 import tempfile
-import threading
-import time
 from collections import Counter, defaultdict
 from pathlib import Path
-from typing import Any
 from urllib.parse import unquote
+
+from tests.s3.seaweedfs import CountingProxy
 
 from benchmarks import bench_s3
 from benchmarks._common import run_child
-
-
-class _Counted(http.server.ThreadingHTTPServer):
-    daemon_threads = True
-    upstream = ""
-    log: list[tuple[str, str, float]]
-
-
-class _Proxy(http.server.BaseHTTPRequestHandler):
-    """Forwards each request to the server unchanged (one upstream connection per client connection)."""
-
-    protocol_version = "HTTP/1.1"
-    server: _Counted
-
-    def log_message(self, *args: Any) -> None:
-        del args  # the counts are the output
-
-    def _forward(self) -> None:
-        length = int(self.headers.get("Content-Length") or 0)
-        body = self.rfile.read(length) if length else None
-        if not hasattr(self, "_up"):
-            self._up = http.client.HTTPConnection(self.server.upstream, timeout=120)
-        t = time.perf_counter()
-        self._up.request(self.command, self.path, body=body, headers=dict(self.headers.items()))
-        reply = self._up.getresponse()
-        data = reply.read()
-        self.server.log.append((self.command, self.path, time.perf_counter() - t))
-        self.send_response(reply.status)
-        for name, value in reply.getheaders():
-            if name.lower() not in ("transfer-encoding", "connection", "content-length"):
-                self.send_header(name, value)
-        size = reply.getheader("Content-Length") if self.command == "HEAD" else None
-        self.send_header("Content-Length", size or str(len(data)))
-        self.end_headers()
-        if self.command != "HEAD":
-            self.wfile.write(data)
-
-    do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _forward  # noqa: N815 (http.server's names)
 
 
 def kind(method: str, path: str) -> str:
@@ -114,17 +73,15 @@ def main(argv: list[str] | None = None) -> int:
             _compact(size.template)
         with bench_s3.s3_environment(tmp / "seaweedfs") as server:
             lake = bench_s3._lay_lake(size, "s3", tmp, "requests")
-            proxy = _Counted(("127.0.0.1", 0), _Proxy)
-            proxy.upstream, proxy.log = server.endpoint.removeprefix("http://"), []
-            threading.Thread(target=proxy.serve_forever, daemon=True).start()
+            proxy = CountingProxy(server.endpoint)
             real = os.environ["AWS_ENDPOINT_URL"]
-            os.environ["AWS_ENDPOINT_URL"] = f"http://127.0.0.1:{proxy.server_address[1]}"
+            os.environ["AWS_ENDPOINT_URL"] = proxy.endpoint
             payload = {"task": "ingest", "lake": lake, "dataset": size.dataset, "engine": "delta-rs", "cores": 2}
             try:
                 run_child(bench_s3.__name__, {**payload, "manifest": size.manifest, "check": False})
             finally:
                 os.environ["AWS_ENDPOINT_URL"] = real
-                proxy.shutdown()
+                proxy.close()
     counts: Counter[str] = Counter()
     seconds: dict[str, float] = defaultdict(float)
     for method, path, took in proxy.log:

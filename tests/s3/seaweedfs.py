@@ -9,6 +9,8 @@ downloaded and `./weed` built in a writable copy. `python -m tests.s3.seaweedfs 
 
 from __future__ import annotations
 
+import http.client
+import http.server
 import json
 import os
 import shutil
@@ -16,10 +18,12 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 VERSION = "v0.0.0-20261109003541-7506e5f91cd6"  # github.com/seaweedfs/seaweedfs, as the proxy resolves it
 MODULE = "github.com/seaweedfs/seaweedfs"
@@ -132,6 +136,57 @@ def _free(port: int) -> bool:
         except OSError:
             return False
     return True
+
+
+class CountingProxy:
+    """A proxy on 127.0.0.1 in front of an S3 endpoint: each request forwarded unchanged (one upstream
+    connection per client connection) and logged as (method, path, the server's answer seconds).
+    Point `AWS_ENDPOINT_URL` at `endpoint` to count a client's requests (tests/s3, benchmarks)."""
+
+    def __init__(self, upstream: str) -> None:
+        self.log: list[tuple[str, str, float]] = []
+        self._server = http.server.ThreadingHTTPServer(
+            ("127.0.0.1", 0), _forwarder(upstream.removeprefix("http://"), self.log)
+        )
+        self._server.daemon_threads = True
+        self.endpoint = f"http://127.0.0.1:{self._server.server_address[1]}"
+        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+
+def _forwarder(upstream: str, log: list[tuple[str, str, float]]) -> type[http.server.BaseHTTPRequestHandler]:
+    class Forward(http.server.BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *args: Any) -> None:
+            del args  # the log is the output
+
+        def _forward(self) -> None:
+            length = int(self.headers.get("Content-Length") or 0)
+            body = self.rfile.read(length) if length else None
+            if not hasattr(self, "_up"):
+                self._up = http.client.HTTPConnection(upstream, timeout=120)
+            started = time.perf_counter()
+            self._up.request(self.command, self.path, body=body, headers=dict(self.headers.items()))
+            reply = self._up.getresponse()
+            data = reply.read()
+            log.append((self.command, self.path, time.perf_counter() - started))
+            self.send_response(reply.status)
+            for name, value in reply.getheaders():
+                if name.lower() not in ("transfer-encoding", "connection", "content-length"):
+                    self.send_header(name, value)
+            size = reply.getheader("Content-Length") if self.command == "HEAD" else None
+            self.send_header("Content-Length", size or str(len(data)))
+            self.end_headers()
+            if self.command != "HEAD":
+                self.wfile.write(data)
+
+        do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _forward  # noqa: N815 (http.server's names)
+
+    return Forward
 
 
 if __name__ == "__main__" and sys.argv[1:] == ["build"]:
