@@ -183,6 +183,29 @@ class Outcome:
         return json.loads(self.stdout)
 
 
+def run_at_once(runs: Mapping[str, list[str]], *, workdir: Path) -> dict[str, Outcome]:
+    """`placsp <args>` of each named run, started together (a barrier) and each run to its end; every
+    one must exit 0 (the concurrent-writer tests: two ingests of one lake at once)."""
+    import threading
+
+    outcomes: dict[str, Outcome] = {}
+    start = threading.Barrier(len(runs))
+
+    def one(name: str) -> None:
+        start.wait()
+        outcomes[name] = run(runs[name], workdir=workdir, name=name)
+
+    threads = [threading.Thread(target=one, args=(name,)) for name in runs]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for name, outcome in outcomes.items():
+        assert outcome.returncode == 0, f"{name}: placsp {' '.join(runs[name])} failed:\n{outcome.stderr[-4000:]}"
+    assert outcomes.keys() == runs.keys(), f"runs that never ended: {sorted(runs.keys() - outcomes.keys())}"
+    return outcomes
+
+
 def run(
     args: list[str],
     *,

@@ -8,7 +8,6 @@ ids, and either may be the one whose rows stay, so run ids are compared neither 
 
 from __future__ import annotations
 
-import threading
 from pathlib import Path
 
 import pytest
@@ -23,21 +22,8 @@ pytestmark = [pytest.mark.spark, pytest.mark.reliability, pytest.mark.timeout(18
 def test_two_ingests_started_at_once_both_end_and_write_everything_once(reference: Reference, tmp_path: Path) -> None:
     lake = tmp_path / "lake"
     corpus.land_day1(lake)
-    outcomes: dict[str, harness.Outcome] = {}
-    start = threading.Barrier(2)
-
-    def ingest(run_id: str) -> None:
-        start.wait()
-        outcomes[run_id] = harness.run(harness.ingest_args(lake, corpus.DATASET, run_id), workdir=tmp_path, name=run_id)
-
-    runners = [threading.Thread(target=ingest, args=(run_id,)) for run_id in ("one", "two")]
-    for t in runners:
-        t.start()
-    for t in runners:
-        t.join()
-
-    for run_id, outcome in outcomes.items():
-        assert outcome.returncode == 0, f"ingest {run_id} failed:\n{outcome.stderr[-4000:]}"
+    runs = {run_id: harness.ingest_args(lake, corpus.DATASET, run_id) for run_id in ("one", "two")}
+    harness.run_at_once(runs, workdir=tmp_path)
     harness.assert_same_lake(lake, reference.day1, ignore=harness.CLOCK_COLUMNS | harness.RUN_ID_COLUMNS)
     harness.assert_nothing_twice(lake)
     # Equal to the clean run's lake, whose conservation the reference checked against lxml; and every

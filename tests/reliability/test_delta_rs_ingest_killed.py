@@ -70,20 +70,8 @@ def test_two_daily_runs_on_delta_rs_at_once_both_end_and_write_everything_once(
     write is done again from the new snapshot (`retry_on_conflict`), deciding afresh what is newer."""
     lake = copy_lake(reference.day1, tmp_path / "lake")
     corpus.land_day2(lake)
-    outcomes: dict[str, harness.Outcome] = {}
-    start = threading.Barrier(2)
-
-    def run(run_id: str) -> None:
-        start.wait()
-        outcomes[run_id] = ingest(lake, run_id, tmp_path, run_id)
-
-    runners = [threading.Thread(target=run, args=(run_id,)) for run_id in ("one", "two")]
-    for t in runners:
-        t.start()
-    for t in runners:
-        t.join()
-    for run_id, outcome in outcomes.items():
-        assert outcome.returncode == 0, f"ingest {run_id} failed:\n{outcome.stderr[-4000:]}"
+    runs = {run_id: harness.ingest_args(lake, corpus.DATASET, run_id, engine="delta-rs") for run_id in ("one", "two")}
+    outcomes = harness.run_at_once(runs, workdir=tmp_path)
     harness.assert_same_lake(lake, reference.day2, ignore=harness.CLOCK_COLUMNS | harness.RUN_ID_COLUMNS)
     harness.assert_nothing_twice(lake)
     retried = sum("a concurrent writer committed first" in o.stderr for o in outcomes.values())

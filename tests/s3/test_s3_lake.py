@@ -13,7 +13,6 @@ from __future__ import annotations
 import hashlib
 import json
 import tempfile
-import threading
 from pathlib import Path
 from typing import Any
 
@@ -145,20 +144,9 @@ def test_two_ingests_at_once_on_s3_write_everything_once(s3_lake: S3Lake, tmp_pa
     ingest = ["ingest", "--dataset", AGR.key, "--engine", "delta-rs", "--json", "--lake"]
     harness.run([*ingest, str(reference), "--run-id", "clean"], workdir=tmp_path, name="clean").ok()
 
-    outcomes: dict[str, harness.Outcome] = {}
-    start = threading.Barrier(2)
-
-    def run(run_id: str) -> None:
-        start.wait()
-        outcomes[run_id] = harness.run([*ingest, str(lake), "--run-id", run_id], workdir=tmp_path, name=run_id)
-
-    runners = [threading.Thread(target=run, args=(run_id,)) for run_id in ("one", "two")]
-    for t in runners:
-        t.start()
-    for t in runners:
-        t.join()
-    for run_id, outcome in outcomes.items():
-        assert outcome.returncode == 0, f"ingest {run_id} failed:\n{outcome.stderr[-4000:]}"
+    harness.run_at_once(
+        {run_id: [*ingest, str(lake), "--run-id", run_id] for run_id in ("one", "two")}, workdir=tmp_path
+    )
     ignore = CLOCKS | harness.RUN_ID_COLUMNS
     for table in LAKE_TABLES:
         got = [r for r in read_table(table_path(lake, table)).to_pylist()]
