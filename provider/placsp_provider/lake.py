@@ -12,6 +12,7 @@
 <lake>/completeness/<dataset>/<YYYY-MM>.json                   completeness report of a month
 <lake>/quality_results                                         Delta table of data-contract check results
 <lake>/quality_models/volume/<dataset>.json                    the stored Prophet volume model
+<lake>/quality_models/volume/<dataset>.versions.{parquet,json}  the volume series' entry versions, pages read
 
 The Spark jobs, operators, sensor, trigger, lineage names, CLI and benchmarks all take paths from
 here, so they never drift. The lake is a local path visible at the same place to the Airflow worker,
@@ -155,6 +156,12 @@ def quality_results_path(lake: LakePath) -> LakePath:
 
 def volume_model_path(lake: LakePath, dataset: str) -> LakePath:
     return lake / "quality_models" / "volume" / f"{dataset}.json"
+
+
+def volume_versions_paths(lake: LakePath, dataset: str) -> tuple[LakePath, LakePath]:
+    """The volume series' cache (`quality.volume_series`): the entry versions seen, and what was read."""
+    folder = lake / "quality_models" / "volume"
+    return folder / f"{dataset}.versions.parquet", folder / f"{dataset}.versions.json"
 
 
 def _compact(value: datetime) -> str:

@@ -16,6 +16,7 @@ import pytest
 
 from placsp_provider.errors import ConfigError
 from placsp_provider.quality.volume import VolumeConfig, check_day, history, is_anomaly, model_path
+from placsp_provider.quality.volume_series import SERIES
 
 pytestmark = pytest.mark.unit
 
@@ -50,7 +51,12 @@ def test_a_normal_day_passes_with_the_issue_message(fitted) -> None:
     )
     stored = json.loads(model_path(lake, "agregadas").read_text())
     assert (stored["trained_from"], stored["trained_to"]) == (str(FIRST), str(DAY - timedelta(days=1)))
-    assert stored["prophet"] and stored["settings"] == {"interval_width": 0.99, "holidays_country": "ES"}
+    assert stored["prophet"] and stored["settings"] == {
+        "interval_width": 0.99,
+        "holidays_country": "ES",
+        "training_days": 3 * 365,
+        "series": SERIES,
+    }
 
 
 def test_a_dip_and_a_spike_are_anomalies(fitted) -> None:
@@ -96,16 +102,15 @@ def test_short_history_is_skipped_with_its_reason(tmp_path: Path) -> None:
     assert not model_path(tmp_path, "menores").exists()
 
 
-def test_history_fills_gaps_with_zero_and_stops_before_the_day() -> None:
-    counts = {date(2026, 1, 1): 5, date(2026, 1, 4): 7, date(2026, 1, 6): 9}
+def test_history_leaves_uncovered_days_missing_and_stops_before_the_day() -> None:
+    counts = {date(2025, 12, 31): 0, date(2026, 1, 1): 5, date(2026, 1, 3): 0, date(2026, 1, 4): 7, date(2026, 1, 6): 9}
+    # from the first day with entries; 2 January (no ingest covered it) is missing, 3 January a real 0
     assert history(counts, date(2026, 1, 6), 365) == [
         (date(2026, 1, 1), 5),
-        (date(2026, 1, 2), 0),
         (date(2026, 1, 3), 0),
         (date(2026, 1, 4), 7),
-        (date(2026, 1, 5), 0),
     ]
-    assert history(counts, date(2026, 1, 6), 2) == [(date(2026, 1, 4), 7), (date(2026, 1, 5), 0)]
+    assert history(counts, date(2026, 1, 6), 3) == [(date(2026, 1, 3), 0), (date(2026, 1, 4), 7)]
 
 
 def test_settings_that_cannot_work_are_refused() -> None:
@@ -115,3 +120,29 @@ def test_settings_that_cannot_work_are_refused() -> None:
         VolumeConfig(severity="fatal")
     with pytest.raises(ConfigError, match="training_days"):
         VolumeConfig(min_history_days=60, training_days=30)
+
+
+@pytest.mark.parametrize("change", ["prophet", "training_days", "unreadable"])
+def test_a_model_of_another_prophet_other_training_days_or_unreadable_is_refitted_in_one_line(
+    fitted, tmp_path: Path, caplog, change: str
+) -> None:
+    lake, counts, _ = fitted
+    stored = json.loads(model_path(lake, "agregadas").read_text())
+    config = VolumeConfig()
+    if change == "prophet":
+        stored["prophet"] = "0.9"  # fitted by another release: its JSON may not load in this one
+    elif change == "training_days":
+        config = VolumeConfig(training_days=200)
+    else:
+        stored["model"] = json.dumps({"what": "model_from_json cannot read this"})
+    copy = model_path(tmp_path, "agregadas")
+    copy.parent.mkdir(parents=True)
+    copy.write_text(json.dumps(stored))
+    with caplog.at_level("INFO", logger="placsp_provider.quality.volume"):
+        check = check_day(tmp_path, "agregadas", DAY, config, counts={**counts, DAY: 480})
+    assert check.refitted and check.status == "ok"
+    assert json.loads(copy.read_text())["settings"]["training_days"] == config.training_days
+    said = [r for r in caplog.records if "refitting" in r.getMessage()]
+    assert len(said) == 1 and said[0].exc_info is None and "Traceback" not in caplog.text
+    if change == "unreadable":
+        assert said[0].levelname == "WARNING" and "cannot be used by this Prophet" in said[0].getMessage()

@@ -30,7 +30,8 @@ def test_the_volume_model_is_saved_to_and_loaded_from_an_s3_lake(
     with caplog.at_level(logging.INFO):
         fitted = check_day(s3_lake.uri, "agregadas", DAY, counts={**counts, DAY: 480})
         stored = json.loads(read_object(uri(path)))  # the object in the bucket, read by obstore itself
-        reused = check_day(s3_lake.uri, "agregadas", DAY + timedelta(days=1), counts={**counts, DAY: 480})
+        later = {**counts, DAY: 480, DAY + timedelta(days=1): 470}
+        reused = check_day(s3_lake.uri, "agregadas", DAY + timedelta(days=1), counts=later)
         # The chart's band, from the stored object: one call per day (the interval's simulation is seeded per call).
         band = [forecast_band(s3_lake.uri, "agregadas", [d])[0] for d in (DAY, DAY + timedelta(days=1))]
 
@@ -53,3 +54,30 @@ def test_the_volume_model_is_saved_to_and_loaded_from_an_s3_lake(
     leaks += ["report"] if s3_lake.secret in page else []
     leaks += ["logs"] if s3_lake.secret in caplog.text else []
     assert not leaks, f"the secret key is in {leaks}"
+
+
+def test_the_volume_series_reads_an_s3_lake_and_keeps_its_cache_there(s3_lake: S3Lake) -> None:
+    """Pages landed, manifests written and the delta-rs ingest run on the bucket: the series reads the
+    reconciliation table, the manifests and the pages from it, and writes its cache there."""
+    from placsp_provider.lake import resolve_lake, volume_versions_paths
+    from placsp_provider.quality.volume_series import read_series
+    from tests.quality.volume_lake import ingest, land_day, midnight
+
+    lake = resolve_lake(s3_lake.uri)
+    first = FIRST
+    land_day(lake, first, [(1, midnight(first) + timedelta(hours=9)), (2, midnight(first) + timedelta(hours=10))])
+    second = first + timedelta(days=1)
+    land_day(
+        lake,
+        second,
+        [(1, midnight(second) + timedelta(hours=9))],
+        relanded=[(2, midnight(first) + timedelta(hours=10))],
+    )
+    ingest(lake)
+    series = read_series(s3_lake.uri, "agregadas")
+    assert (series.counts, series.pages_read) == ({first: 2, second: 1}, 3)
+    assert all(
+        uri(p).startswith(f"s3://{s3_lake.bucket}/") and p.is_file() for p in volume_versions_paths(lake, "agregadas")
+    )
+    again = read_series(s3_lake.uri, "agregadas")
+    assert (again.counts, again.pages_read) == ({first: 2, second: 1}, 0)

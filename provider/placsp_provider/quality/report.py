@@ -31,7 +31,8 @@ def build_report(lake: str | LakePath, dataset: str, *, contracts_dir: str | Non
     counts = daily_counts(lake, dataset)
     days = _chart_days(counts)
     band = forecast_band(lake, dataset, days) if days else []
-    anomalies = [(d, counts.get(d, 0)) for d, lo, _, hi in band if is_anomaly(counts.get(d, 0), lo, hi)]
+    # a day no ingest covered has no count (a gap in the line), never a 0 or an anomaly
+    anomalies = [(d, counts[d]) for d, lo, _, hi in band if d in counts and is_anomaly(counts[d], lo, hi)]
     no_chart = extras.missing("matplotlib", "report")
     chart = _chart(dataset, days, counts, band, anomalies) if days and not no_chart else None
     model = model_path(lake, dataset)
@@ -110,12 +111,13 @@ def _chart(
         lower = [max(0.0, v) for v in lower]
         axes.fill_between(x(band_days), lower, upper, color="#9ecae1", alpha=0.5, label="forecast interval")
         axes.plot(x(band_days), predicted, color="#3182bd", linewidth=1, label="forecast")
-    axes.plot(x(days), [counts.get(d, 0) for d in days], color="#222222", linewidth=1, label="entries per day")
+    line = [counts.get(d, np.nan) for d in days]  # NaN: a day no ingest covered, drawn as a gap
+    axes.plot(x(days), line, color="#222222", linewidth=1, label="entry versions per day")
     if anomalies:
         axes.scatter(
             x([d for d, _ in anomalies]), [n for _, n in anomalies], color="#d62728", zorder=3, label="anomaly"
         )
-    axes.set_title(f"{dataset}: entries per day (by updated)")
+    axes.set_title(f"{dataset}: entry versions per day (by updated)")
     axes.set_ylabel("entries")
     axes.legend(loc="upper left", fontsize=8)
     figure.autofmt_xdate()

@@ -1,13 +1,18 @@
 """Volume anomaly: is a day's entry count inside what Prophet expects from the dataset's history?
 
-The series, the model and the verdict: docs/data-quality.md ("The volume anomaly check"). The fitted
-model is stored in the lake, `<lake>/quality_models/volume/<dataset>.json` (`model` is
-`prophet.serialize.model_to_json`, beside its training window and settings), and reused while its
-training window ends within `max_model_age_days` before the checked day and its settings are the
-same: a backfill of an old day never uses a model that saw it.
+The series, the model and the verdict: docs/data-quality.md ("The volume anomaly check"). The series
+is every entry version the lake landed, by day of `updated`, on the days an ingest covered whole
+(`volume_series`: not Silver, which keeps only newest versions; a day no ingest covered is missing,
+not zero). The fitted model is stored in the lake, `<lake>/quality_models/volume/<dataset>.json`
+(`model` is `prophet.serialize.model_to_json`, beside its training window, settings and Prophet's
+version), and reused while its training window ends within `max_model_age_days` before the checked
+day, its settings (`training_days` and the series' definition included) and Prophet's version are
+the same, and it can be read back: a backfill of an old day never uses a model that saw it, and a
+model that cannot be used is refitted (logged in one line), never a failure.
 
 A count equal to an interval bound is already an anomaly (`is_anomaly`). With fewer than
-`min_history_days` days of history the check is skipped with its reason, never a false alarm.
+`min_history_days` covered days of history, or when no ingest covered the checked day whole, the
+check is skipped with its reason, never a false alarm.
 Prophet's interval is simulated: the random generator is seeded, so a check is reproducible.
 """
 
@@ -27,7 +32,8 @@ from placsp_provider.bronze.landing import write_text_atomically
 from placsp_provider.errors import ConfigError, PlacspError
 from placsp_provider.lake import resolve_lake, volume_model_path
 from placsp_provider.lake_storage import LakePath
-from placsp_provider.quality.engine import RuleResult, open_partition
+from placsp_provider.quality.engine import RuleResult
+from placsp_provider.quality.volume_series import SERIES, daily_counts
 
 MODEL_FORMAT = 1
 SEED = 20261130
@@ -70,7 +76,12 @@ class VolumeConfig:
 
     def model_settings(self) -> dict[str, Any]:
         """What a stored model must have been fitted with to be reused."""
-        return {"interval_width": self.interval_width, "holidays_country": self.holidays_country}
+        return {
+            "interval_width": self.interval_width,
+            "holidays_country": self.holidays_country,
+            "training_days": self.training_days,
+            "series": SERIES,
+        }
 
 
 @dataclass(frozen=True)
@@ -91,6 +102,7 @@ class VolumeCheck:
     history_days: int = 0
     refitted: bool = False
     reason: str = ""
+    covered: bool = True  # False: no ingest covered the day whole, its count is unknown (not 0)
 
     @property
     def success(self) -> bool:
@@ -103,7 +115,7 @@ class VolumeCheck:
         return f"{_bound(self.lower)} to {_bound(self.upper)}"
 
     def message(self) -> str:
-        head = f"{self.dataset} {self.day}: {self.count} entries"
+        head = f"{self.dataset} {self.day}: {self.count if self.covered else 'unknown number of'} entries"
         if self.status == "skipped":
             return f"{head}; volume check skipped: {self.reason}"
         verdict = " (anomaly: not strictly inside the interval)" if self.status == "anomaly" else ""
@@ -131,7 +143,7 @@ class VolumeCheck:
             success=self.success,
             rows_checked=self.count,
             message=self.message(),
-            content=f"entries of {self.day} by updated day vs Prophet {self.interval_width * 100:g}% interval",
+            content=f"entry versions of {self.day} by updated day vs Prophet {self.interval_width * 100:g}% interval",
             description="The day's entry count is strictly inside the forecast interval of its history.",
         )
 
@@ -141,28 +153,15 @@ def is_anomaly(count: float, lower: float, upper: float) -> bool:
     return not (lower < count < upper)
 
 
-# -- the series ------------------------------------------------------------------------------------
-def daily_counts(lake: str | LakePath, dataset: str) -> dict[date, int]:
-    """Entries of a dataset by UTC day of `updated` (reads that one column of the dataset's partition)."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    source = open_partition(lake, "entries", dataset)
-    if source is None:
-        return {}
-    updated = source.to_table(columns=["updated"]).column("updated")
-    days = pc.cast(pc.cast(updated, pa.timestamp("us")), pa.date32())  # the UTC wall day
-    counts = pc.value_counts(days)
-    return {v["values"].as_py(): int(v["counts"].as_py()) for v in counts if v["values"].is_valid}
-
-
+# -- the series (volume_series) --------------------------------------------------------------------
 def history(counts: dict[date, int], day: date, training_days: int) -> list[tuple[date, int]]:
-    """The days before `day` (at most `training_days`), from the first day with entries; gaps are 0."""
-    earlier = [d for d in counts if d < day]
+    """The covered days before `day` (within `training_days`), from the first day with entries. A day
+    missing from `counts` (no ingest covered it) stays missing: Prophet fits around it."""
+    earlier = [d for d, n in counts.items() if d < day and n > 0]
     if not earlier:
         return []
     start = max(min(earlier), day - timedelta(days=training_days))
-    return [(start + timedelta(days=i), counts.get(start + timedelta(days=i), 0)) for i in range((day - start).days)]
+    return sorted((d, n) for d, n in counts.items() if start <= d < day)
 
 
 # -- the model -------------------------------------------------------------------------------------
@@ -181,7 +180,7 @@ def check_day(
     """Judge `day`'s count of `dataset` against its Prophet interval (fit or reuse the stored model)."""
     config = config or VolumeConfig()
     counts = daily_counts(lake, dataset) if counts is None else counts
-    count = counts.get(day, 0)
+    count = counts.get(day, 0)  # a day not covered is reported as such below, never judged as 0
     series = history(counts, day, config.training_days)
     common: dict[str, Any] = {
         "dataset": dataset,
@@ -194,16 +193,24 @@ def check_day(
     if len(series) < config.min_history_days:
         reason = f"{len(series)} day(s) of history before {day}, fewer than min_history_days {config.min_history_days}"
         return VolumeCheck(status="skipped", reason=reason, **common)
+    if day not in counts:
+        reason = (
+            f"no complete ingest covered {day} whole (a failed or missing run, or a page not reconciled): "
+            "its count is unknown, not 0"
+        )
+        return VolumeCheck(status="skipped", reason=reason, covered=False, **common)
     if missing := extras.missing("prophet", "volume"):
         log.warning("dataset %s: volume check skipped: %s", dataset, missing)
         return VolumeCheck(status="skipped", reason=missing, **common)
     path = model_path(lake, dataset)
     stored = _load(path, config, day)
-    refitted = stored is None
-    if stored is None:
+    band = _predict_or_none(path, stored["model"], [day], then="refitting") if stored is not None else None
+    refitted = band is None
+    if stored is None or band is None:
         stored = _fit(series, config, dataset)
         _save(path, stored)
-    [(_, lower, predicted, upper)] = _predict(stored["model"], [day])
+        band = _predict(stored["model"], [day])
+    [(_, lower, predicted, upper)] = band
     return VolumeCheck(
         status="anomaly" if is_anomaly(count, lower, upper) else "ok",
         lower=lower,
@@ -225,6 +232,14 @@ def _load(path: LakePath, config: VolumeConfig, day: date) -> dict[str, Any] | N
         trained_to = date.fromisoformat(stored["trained_to"])
         if stored.get("format") != MODEL_FORMAT or stored.get("settings") != config.model_settings():
             log.info("volume model %s: other settings, refitting", path)
+            return None
+        if stored.get("prophet") != _prophet_version():
+            log.info(
+                "volume model %s: fitted by Prophet %s, this is %s: refitting",
+                path,
+                stored.get("prophet"),
+                _prophet_version(),
+            )
             return None
     except (OSError, ValueError, KeyError, TypeError) as err:
         log.warning("volume model %s is unreadable (%s); refitting", path, err)
@@ -266,7 +281,7 @@ def _fit(series: list[tuple[date, int]], config: VolumeConfig, dataset: str) -> 
     return {
         "format": MODEL_FORMAT,
         "dataset": dataset,
-        "prophet": prophet.__version__,
+        "prophet": _prophet_version() or prophet.__version__,
         "trained_from": series[0][0].isoformat(),
         "trained_to": series[-1][0].isoformat(),
         "fitted_at": datetime.now(UTC).isoformat(),
@@ -280,7 +295,34 @@ def forecast_band(lake: str | LakePath, dataset: str, days: list[date]) -> list[
     path = model_path(lake, dataset)
     if not path.is_file() or not days or extras.missing("prophet", "volume"):
         return []
-    return _predict(json.loads(path.read_text(encoding="utf-8"))["model"], days)
+    try:
+        model_json = json.loads(path.read_text(encoding="utf-8"))["model"]
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        log.warning("volume model %s is unreadable (%s): no forecast band", path, err)
+        return []
+    return _predict_or_none(path, model_json, days, then="no forecast band") or []
+
+
+def _predict_or_none(
+    path: LakePath, model_json: str, days: list[date], *, then: str
+) -> list[tuple[date, float, float, float]] | None:
+    """`_predict`, or None (logged in one line) when this Prophet cannot read or run the stored model:
+    an upgrade can change what `model_from_json` accepts, and Prophet's errors are of any type."""
+    try:
+        return _predict(model_json, days)
+    except Exception as err:  # any failure of the stored model means: refit it
+        reason = f"{type(err).__name__}: {str(err).splitlines()[0][:300] if str(err) else ''}"
+        log.warning("volume model %s cannot be used by this Prophet (%s): %s", path, reason, then)
+        return None
+
+
+def _prophet_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("prophet")
+    except PackageNotFoundError:
+        return ""
 
 
 def _predict(model_json: str, days: list[date]) -> list[tuple[date, float, float, float]]:
