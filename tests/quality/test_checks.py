@@ -60,7 +60,7 @@ def _tombstones_without_entry(lake: Path, dataset: str) -> int:
 def test_every_error_rule_passes_on_the_real_pages(real_lake: Path, dataset: str) -> None:
     report = run_checks(CheckRequest(real_lake, dataset, run_id=RUN_ID))
     assert report.passed, failure_message(report)
-    assert len(report.results) == 46  # 39 contract rules + 7 schema rules
+    assert len(report.results) == 47  # 40 contract rules + 7 schema rules
     assert report.rows["entries"] == len(_rows(real_lake, "entries", dataset)) > 0
     # The one rule that does not pass is a warning, and true: the 2022-01 archive's 49 tombstones
     # delete entries published before that month, which this lake does not hold.
@@ -77,7 +77,7 @@ def test_a_duplicate_entry_id_fails_the_uniqueness_rule_with_the_exact_message(b
     assert _failed(report) == {"entries_key_unique": 1.0}
     assert failure_message(report) == (
         f"data contract checks failed: dataset agregadas, run {BROKEN_RUN}: 1 error rule(s) and 0 warn rule(s) "
-        "failed of 10\n"
+        "failed of 11\n"
         "  - entries_key_unique [error] entries: duplicateValues(dataset, entry_id): expected = 0, actual 1 "
         "(whole table, 928 rows)\n"
         f"list the offending rows: placsp quality check --dataset agregadas --lake {broken_copy} --run-id {BROKEN_RUN} "

@@ -89,10 +89,10 @@ def test_results_are_appended_to_quality_results(red_run: dict) -> None:
     rows = DeltaTable(str(red_run["lake"] / "quality_results")).to_pyarrow_table().to_pylist()
     run_id = red_run["report"]["run_id"]
     assert {r["run_id"] for r in rows} == {run_id}
-    # 46 contract and schema rules per dataset plus the volume check of 2022-01-07
+    # 47 contract and schema rules per dataset plus the volume check of 2022-01-07
     assert sorted({(r["dataset"], len([x for x in rows if x["dataset"] == r["dataset"]])) for r in rows}) == [
-        ("agregadas", 47),
-        ("licitaciones", 47),
+        ("agregadas", 48),
+        ("licitaciones", 48),
     ]
     failed = {(r["dataset"], r["rule_id"]) for r in rows if not r["success"]}
     assert failed == {("agregadas", "entries_key_unique"), ("agregadas", "tombstones_for_known_entries")}
@@ -118,10 +118,17 @@ def test_openlineage_events_validate_and_carry_the_assertions(red_run: dict) -> 
     )
     assert assertions["entries_entry_id_not_null"]["assertion"] == "not_null"
     assert assertions["entries_entry_id_not_null"]["column"] == "entry_id"
+    fresh = assertions["entries_fresh"]  # every landed page reached Silver: 0 hours behind
+    assert (fresh["assertion"], fresh["success"], fresh["expected"], fresh["actual"]) == (
+        "freshness",
+        True,
+        "<= 26 hours",
+        "0",
+    )
     metrics = entries["inputFacets"]["dataQualityMetrics"]
     assert metrics["rowCount"] == 928 and metrics["columnMetrics"]["entry_id"]["nullCount"] == 0
     complete = next(
         e for e in events if e["eventType"] == "COMPLETE" and e["job"]["name"].endswith("quality_licitaciones")
     )
     assert [o["name"].rsplit("/", 1)[-1] for o in complete["outputs"]] == ["quality_results"]
-    assert complete["outputs"][0]["outputFacets"]["outputStatistics"]["rowCount"] == 47
+    assert complete["outputs"][0]["outputFacets"]["outputStatistics"]["rowCount"] == 48

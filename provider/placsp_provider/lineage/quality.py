@@ -27,6 +27,9 @@ if TYPE_CHECKING:
     from placsp_provider.quality.run import DatasetCheck
 
 CLASSIFICATION = {
+    # The named assertions (`type: custom`): the facet's own vocabulary, the rule id says which one.
+    "freshness": "freshness",
+    "rowCountComparison": "row_count",
     "nullValues": "not_null",
     "missingValues": "not_null",
     "duplicateValues": "unique",
@@ -76,8 +79,9 @@ def assertions_facet(results: Sequence[RuleResult]) -> InputDatasetFacet:
                 expected=r.expected,
                 actual="n/a" if r.actual is None else number_text(r.actual),
                 content=r.content,
-                contentType="sql" if r.kind in ("library", "sql") else "text",
-                params={"scope": r.scope, "dimension": r.dimension, "rows_checked": r.rows_checked},
+                contentType="sql" if r.kind in ("library", "sql") or r.metric == "rowCountComparison" else "text",
+                # A named assertion's measures (freshness: both times, the page; comparison: files that differ).
+                params={"scope": r.scope, "dimension": r.dimension, "rows_checked": r.rows_checked, **r.details},
             )
             for r in results
         ]

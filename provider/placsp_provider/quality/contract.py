@@ -8,7 +8,8 @@ names the file, the rule (when there is one) and the reason:
    two thresholds on one rule, a misspelt key: refused here);
 2. what this engine needs on top: a stable `id` on every rule (unique in the contract), severity
    `error` or `warn`, unit `rows` or `percent`, scope `run` or `table`, columns the contract declares,
-   `arguments` the metric understands;
+   `arguments` the metric understands, and for a named assertion (`type: custom`, `engine: placsp`:
+   `freshness`, `rowCountComparison`) the `implementation` it needs;
 3. (in `engine.prepare`) every `sql` rule is planned by DuckDB against the real tables before anything
    runs: a query that does not compile is refused at the task's start, never a silent pass.
 """
@@ -45,6 +46,16 @@ SEVERITIES = ("error", "warn")
 UNITS = ("rows", "percent")
 SCOPES = ("run", "table")
 _COLUMN_METRICS = ("nullValues", "missingValues", "invalidValues")  # on one column; scope `run` by default
+# The named assertions (`type: custom`, `engine: placsp`, `implementation.assertion`): ODCS's library
+# has no freshness metric and no comparison of two counts, and a custom rule may carry no top-level
+# threshold (the schema refuses it), so a freshness rule's threshold sits in its `implementation`.
+ENGINE = "placsp"
+FRESHNESS, ROW_COUNT_COMPARISON = "freshness", "rowCountComparison"
+ASSERTIONS = (FRESHNESS, ROW_COUNT_COMPARISON)
+_IMPLEMENTATION_KEYS = {
+    FRESHNESS: {"assertion", *THRESHOLDS},
+    ROW_COUNT_COMPARISON: {"assertion", "per", "expected", "actual", "filter"},
+}
 _ARGUMENTS = {
     "nullValues": set(),
     "rowCount": set(),
@@ -96,7 +107,7 @@ class Rule:
 
     id: str
     table: str
-    kind: str  # library | sql
+    kind: str  # library | sql | custom (a named assertion: `metric` is its name, `arguments` its implementation)
     severity: str  # error | warn
     scope: str  # run | table
     threshold: Threshold
@@ -111,15 +122,21 @@ class Rule:
 
     @property
     def columns(self) -> tuple[str, ...]:
-        """The columns the rule reads: `arguments.properties` of a duplicate rule, else its property."""
+        """The columns the rule reads: `arguments.properties` of a duplicate rule, the counts and key of
+        a comparison, else its property."""
         props = self.arguments.get("properties")
         if props:
             return tuple(props)
+        if self.metric == ROW_COUNT_COMPARISON:
+            args = self.arguments
+            return (args["per"], *args["expected"], *args["actual"])
         return (self.column,) if self.column else ()
 
     @property
     def expected(self) -> str:
-        unit = " %" if self.unit == "percent" else ""
+        if self.metric == ROW_COUNT_COMPARISON:
+            return f"read = stored in every {self.arguments['per']}"
+        unit = {"percent": " %", "hours": " hours"}.get(self.unit, "")
         return f"{self.threshold.describe()}{unit}"
 
     @property
@@ -127,6 +144,12 @@ class Rule:
         """`duplicateValues(dataset, entry_id)`, `sql`: what is measured."""
         if self.kind == "sql":
             return "sql" + (f"({self.column})" if self.column else "")
+        if self.metric == FRESHNESS:
+            return f"freshness({self.column} vs the newest landed page)"
+        if self.metric == ROW_COUNT_COMPARISON:
+            args = self.arguments
+            read, stored = " + ".join(args["expected"]), " + ".join(args["actual"])
+            return f"rowCountComparison({read} = {stored} per {args['per']})"
         return f"{self.metric}({', '.join(self.columns)})" if self.columns else f"{self.metric}"
 
 
@@ -270,36 +293,52 @@ def _collect(
     rule_id = item.get("id")
     if kind == "text":  # documentation, never run
         return
-    if kind not in ("library", "sql"):
+    if kind not in ("library", "sql", "custom"):
         raise ContractError(path, f"rule type {kind!r} cannot run here (library and sql can; text documents)", rule_id)
+    if kind == "custom" and item.get("engine") != ENGINE:
+        raise ContractError(
+            path, f"a custom rule runs here only with engine {ENGINE!r}; got {item.get('engine')!r}", rule_id
+        )
     if not rule_id:
         raise ContractError(path, f"every rule needs an `id` (a stable name for results and alerts): {item}")
     severity = item.get("severity", "error")
     if severity not in SEVERITIES:
         raise ContractError(path, f"severity must be error or warn; got {severity!r}", rule_id)
-    unit = item.get("unit", "rows")
-    if unit not in UNITS:
+    implementation = item.get("implementation") if kind == "custom" else None
+    metric = _assertion(path, rule_id, implementation) if kind == "custom" else item.get("metric")
+    unit = item.get("unit", "hours" if metric == FRESHNESS else "rows")
+    if metric == FRESHNESS and unit != "hours":
+        raise ContractError(path, f"a freshness rule measures hours; got unit {unit!r}", rule_id)
+    if metric != FRESHNESS and unit not in UNITS:
         raise ContractError(path, f"unit must be rows or percent; got {unit!r}", rule_id)
     custom = {p.get("property"): p.get("value") for p in item.get("customProperties") or []}
-    metric = item.get("metric")
     if kind == "library" and metric not in METRICS:
         raise ContractError(path, f"unknown metric {metric!r}; the metrics are {', '.join(METRICS)}", rule_id)
     default_scope = "run" if metric in _COLUMN_METRICS else "table"
     scope = custom.get("scope", default_scope)
     if scope not in SCOPES:
         raise ContractError(path, f"scope must be run or table; got {scope!r}", rule_id)
-    given = [op for op in THRESHOLDS if op in item]
-    if len(given) != 1:
-        raise ContractError(
-            path, f"give exactly one threshold ({', '.join(THRESHOLDS)}); got {given or 'none'}", rule_id
-        )
-    threshold = Threshold(given[0], item[given[0]])
+    if metric == ROW_COUNT_COMPARISON:
+        # Read and stored must be equal in every file: the measure is the number of files that differ.
+        threshold = Threshold("mustBe", 0)
+    else:
+        holder = implementation if metric == FRESHNESS else item
+        assert holder is not None
+        given = [op for op in THRESHOLDS if op in holder]
+        if len(given) != 1:
+            raise ContractError(
+                path, f"give exactly one threshold ({', '.join(THRESHOLDS)}); got {given or 'none'}", rule_id
+            )
+        threshold = Threshold(given[0], holder[given[0]])
     if not _numeric(threshold.value):
         raise ContractError(
             path, f"{threshold.operator} needs a number (two for between); got {threshold.value!r}", rule_id
         )
     arguments = dict(item.get("arguments") or {})
-    if kind == "library":
+    if kind == "custom":
+        assert implementation is not None and metric is not None
+        arguments = _implementation(path, rule_id, metric, implementation, column)
+    elif kind == "library":
         assert metric is not None
         unknown_args = set(arguments) - _ARGUMENTS[metric]
         if unknown_args:
@@ -337,6 +376,40 @@ def _collect(
     if unknown:
         raise ContractError(path, f"unknown column(s) {unknown}: not properties of table {table}", rule.id)
     rules.append(rule)
+
+
+def _assertion(path: Path, rule_id: Any, implementation: Any) -> str:
+    """The named assertion of a custom rule (`implementation.assertion`)."""
+    name = implementation.get("assertion") if isinstance(implementation, dict) else None
+    if name not in ASSERTIONS:
+        raise ContractError(
+            path,
+            f"a custom rule needs implementation.assertion, one of {', '.join(ASSERTIONS)}; got {name!r}",
+            rule_id,
+        )
+    return str(name)
+
+
+def _implementation(
+    path: Path, rule_id: Any, assertion: str, implementation: dict[str, Any], column: str | None
+) -> dict[str, Any]:
+    """A named assertion's settings, checked: no unknown key, the columns and key a comparison needs."""
+    unknown = set(implementation) - _IMPLEMENTATION_KEYS[assertion]
+    if unknown:
+        raise ContractError(path, f"{assertion} takes no implementation key(s) {sorted(unknown)}", rule_id)
+    if assertion == FRESHNESS:
+        if column is None:
+            raise ContractError(path, "a freshness rule belongs on a timestamp property (a column)", rule_id)
+        return {}
+    for key in ("expected", "actual"):
+        value = implementation.get(key)
+        if not (isinstance(value, list) and value and all(isinstance(v, str) for v in value)):
+            raise ContractError(path, f"implementation.{key} must be a list of count columns", rule_id)
+    if not isinstance(implementation.get("per"), str):
+        raise ContractError(path, "implementation.per must name the column compared row by row", rule_id)
+    if "filter" in implementation and not str(implementation["filter"]).strip():
+        raise ContractError(path, "implementation.filter, when given, is a SQL condition", rule_id)
+    return {k: implementation[k] for k in ("per", "expected", "actual", "filter") if k in implementation}
 
 
 def _numeric(value: Any) -> bool:

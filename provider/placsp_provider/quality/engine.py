@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 import shlex
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
@@ -23,7 +23,16 @@ from typing import TYPE_CHECKING, Any
 from placsp_provider.errors import ConfigError, PlacspError
 from placsp_provider.lake import resolve_lake, table_path
 from placsp_provider.lake_storage import LakePath
-from placsp_provider.quality.contract import CONTRACT_TABLES, Contract, ContractError, Rule, load_contracts
+from placsp_provider.quality.contract import (
+    CONTRACT_TABLES,
+    FRESHNESS,
+    ROW_COUNT_COMPARISON,
+    Contract,
+    ContractError,
+    Rule,
+    load_contracts,
+)
+from placsp_provider.untrusted import printable
 
 if TYPE_CHECKING:
     import duckdb
@@ -84,7 +93,7 @@ class RuleResult:
     dataset: str
     table: str
     column: str | None
-    kind: str  # library | sql | schema | volume
+    kind: str  # library | sql | custom (freshness, rowCountComparison) | schema | volume
     metric: str | None
     dimension: str | None
     severity: str
@@ -96,6 +105,8 @@ class RuleResult:
     message: str
     content: str = ""  # the query run (or the schema/volume description)
     description: str = ""
+    # What a named assertion measured besides `actual` (times, files compared): lineage `params`.
+    details: dict[str, Any] = field(default_factory=dict)
 
     @property
     def is_error(self) -> bool:
@@ -188,7 +199,7 @@ class LakeSession:
                 pruning = [("dataset", "=", self.dataset), (run_column, "=", self.run_id)]
                 run_source = _open(path, pruning)[0]  # type: ignore[index]
         where = f"WHERE dataset = {_literal(self.dataset)}"
-        in_run = f" AND {_ident(run_column)} = {_literal(self.run_id)}" if self.run_id else ""
+        in_run = f" AND {ident(run_column)} = {_literal(self.run_id)}" if self.run_id else ""
         self.con.register(f"_delta_{table}", source)
         self.con.register(f"_delta_run_{table}", run_source)
         self.con.execute(f"CREATE VIEW {table} AS SELECT * FROM _delta_{table} {where}")
@@ -210,7 +221,7 @@ class LakeSession:
         return int(self.scalar(f"SELECT count(*) FROM {table}")[0])
 
     def is_list(self, table: str, column: str) -> bool:
-        rows = self.con.execute(f"DESCRIBE SELECT {_ident(column)} FROM {table}").fetchall()
+        rows = self.con.execute(f"DESCRIBE SELECT {ident(column)} FROM {table}").fetchall()
         return bool(rows) and str(rows[0][1]).endswith("[]")
 
 
@@ -288,11 +299,16 @@ def prepare(contracts: Iterable[Contract], session: LakeSession) -> None:
         for rule in contract.rules:
             if any(c in missing for c in rule.columns):
                 continue  # reported as schema drift, not as a broken rule
-            sql = rule_sql(rule, session)
-            try:
-                session.con.execute(f"EXPLAIN {sql}")
-            except duckdb.Error as err:
-                raise ContractError(contract.path, f"the query does not run: {_reason(err)}", rule.id) from err
+            sqls = [rule_sql(rule, session)]
+            if rule.metric == FRESHNESS:
+                from placsp_provider.quality.assertions import NOT_IN_SILVER_SQL
+
+                sqls.append(NOT_IN_SILVER_SQL)
+            for sql in sqls:
+                try:
+                    session.con.execute(f"EXPLAIN {sql}")
+                except duckdb.Error as err:
+                    raise ContractError(contract.path, f"the query does not run: {_reason(err)}", rule.id) from err
 
 
 def evaluate(rule: Rule, session: LakeSession, dataset: str) -> RuleResult:
@@ -304,6 +320,10 @@ def evaluate(rule: Rule, session: LakeSession, dataset: str) -> RuleResult:
         row = session.scalar(sql)
     except duckdb.Error as err:
         raise ContractError(rule.source, f"the query failed: {_reason(err)}", rule.id) from err
+    if rule.metric == FRESHNESS:
+        return _freshness(rule, session, dataset, row, sql)
+    if rule.metric == ROW_COUNT_COMPARISON:
+        return _comparison(rule, session, dataset, row, sql)
     if rule.kind == "sql":
         if len(row) != 1 or not (row[0] is None or _is_number(row[0])):
             raise ContractError(rule.source, f"a sql rule must return one number; got {row!r}", rule.id)
@@ -325,6 +345,85 @@ def evaluate(rule: Rule, session: LakeSession, dataset: str) -> RuleResult:
         note = "no rows to check"  # passes vacuously when 0 meets the threshold
     message = rule.what + (f"; {note}" if note else "")
     return _result(rule, dataset, actual=actual, success=success, rows_checked=int(total), message=message, content=sql)
+
+
+def _freshness(rule: Rule, session: LakeSession, dataset: str, row: tuple[Any, ...], sql: str) -> RuleResult:
+    """Hours from Silver's newest `updated` to the newest entry Bronze landed (quality/assertions.py)."""
+    from placsp_provider.feed.timestamps import isoformat
+    from placsp_provider.quality.assertions import NOT_IN_SILVER_SQL, newest_landed
+
+    newest_epoch, rows = row[0], int(row[1])
+    not_in_silver = [r[0] for r in session.con.execute(NOT_IN_SILVER_SQL).fetchall()]
+    landed = newest_landed(session.lake, dataset, not_in_silver)
+    silver = datetime.fromtimestamp(float(newest_epoch), UTC) if newest_epoch is not None else None
+    details: dict[str, Any] = {
+        "silver_newest": isoformat(silver) if silver else None,
+        "landed_newest": isoformat(landed.updated) if landed.updated else None,
+        "landed_file": landed.file,
+        "landed_pages": landed.pages,
+        "pages_left_out": landed.left_out,
+        "manifests": landed.manifests,
+    }
+    left_out = f"; {landed.left_out} page(s) left out: none of their entries reached Silver" if landed.left_out else ""
+    content = (
+        f"{sql}; against max_updated of the {landed.pages} page(s) of {landed.manifests} Bronze manifest(s), "
+        f"minus the files of: {NOT_IN_SILVER_SQL}"
+    )
+    actual: float | None = None
+    if landed.updated is None:
+        success, note = True, f"no landed page holds an entry that could be in Silver: nothing to compare{left_out}"
+    elif silver is None:
+        success = False
+        note = (
+            f"Silver holds no {rule.column} of this dataset, while {printable(landed.file)} landed entries up to "
+            f"{isoformat(landed.updated)}{left_out}"
+        )
+    else:
+        actual = round((landed.updated - silver).total_seconds() / 3600, 2)
+        success = rule.threshold.passes(actual)
+        behind = f"{actual:g} h behind" if actual > 0 else "not behind"
+        note = (
+            f"Silver's newest {rule.column} {isoformat(silver)} is {behind} the newest landed entry "
+            f"{isoformat(landed.updated)} ({printable(landed.file)}){left_out}"
+        )
+    result = _result(
+        rule,
+        dataset,
+        actual=actual,
+        success=success,
+        rows_checked=rows,
+        message=f"{rule.what}; {note}",
+        content=content,
+    )
+    return replace(result, details=details)
+
+
+def _comparison(rule: Rule, session: LakeSession, dataset: str, row: tuple[Any, ...], sql: str) -> RuleResult:
+    """Per row (per file): the expected counts' sum = the actual counts' sum. Fails when any differs."""
+    from placsp_provider.quality.assertions import comparison_rows_sql
+
+    compared, read, stored, differing = (int(v) for v in row)
+    per = rule.arguments["per"]
+    success = rule.threshold.passes(differing)
+    note = f"{differing} of {compared} {per} value(s) differ" if compared else "no rows to check"
+    if differing:
+        first = session.scalar(f"{comparison_rows_sql(rule, _view(rule))} LIMIT 1")
+        note += f"; first: {printable(first[0], 200)}: expected {first[1]}, actual {first[2]}"
+    result = _result(
+        rule,
+        dataset,
+        actual=float(stored),
+        success=success,
+        rows_checked=compared,
+        message=f"{rule.what}; {note}",
+        content=sql,
+    )
+    details = {"compared": compared, "differing": differing, "expected_rows": read, "actual_rows": stored}
+    # Expected and actual as totals (the facet's strings); the verdict is per row, so the message says
+    # how many rows differ even when the totals happen to agree.
+    return replace(
+        result, expected=f"= {read} ({' + '.join(rule.arguments['expected'])}), {per} by {per}", details=details
+    )
 
 
 def _result(
@@ -367,12 +466,18 @@ def rule_sql(rule: Rule, session: LakeSession) -> str:
     view = _view(rule)
     if rule.kind == "sql":
         return substitute(rule, view)
-    metric, col = rule.metric, _ident(rule.column) if rule.column else ""
+    metric, col = rule.metric, ident(rule.column) if rule.column else ""
+    if metric == FRESHNESS:
+        return f"SELECT epoch(max({col})), count(*) FROM {view}"
+    if metric == ROW_COUNT_COMPARISON:
+        from placsp_provider.quality.assertions import comparison_sql
+
+        return comparison_sql(rule, view)
     if metric == "rowCount":
         return f"SELECT count(*) FROM {view}"
     if metric == "duplicateValues":
-        keys = ", ".join(_ident(c) for c in rule.columns)
-        not_null = " AND ".join(f"{_ident(c)} IS NOT NULL" for c in rule.columns)
+        keys = ", ".join(ident(c) for c in rule.columns)
+        not_null = " AND ".join(f"{ident(c)} IS NOT NULL" for c in rule.columns)
         return (
             f"SELECT coalesce(sum(n - 1), 0), (SELECT count(*) FROM {view}) FROM "
             f"(SELECT count(*) AS n FROM {view} WHERE {not_null} GROUP BY {keys} HAVING count(*) > 1)"
@@ -409,7 +514,7 @@ def substitute(rule: Rule, view: str) -> str:
     assert rule.query is not None
     out = rule.query.replace("${object}", view).replace("${table}", view)
     if rule.column:
-        out = out.replace("${property}", _ident(rule.column)).replace("${column}", _ident(rule.column))
+        out = out.replace("${property}", ident(rule.column)).replace("${column}", ident(rule.column))
     return out
 
 
@@ -422,9 +527,17 @@ def offending_rows_sql(rule: Rule, session: LakeSession) -> str:
         if listed == sql:
             raise ContractError(rule.source, "only a `SELECT count(*) FROM ...` sql rule can list its rows", rule.id)
         return listed
-    col = _ident(rule.column) if rule.column else ""
+    col = ident(rule.column) if rule.column else ""
+    if rule.metric == ROW_COUNT_COMPARISON:
+        from placsp_provider.quality.assertions import comparison_rows_sql
+
+        return comparison_rows_sql(rule, view)
+    if rule.metric == FRESHNESS:
+        raise ContractError(
+            rule.source, "a freshness rule lists no rows: its message names the newest landed page", rule.id
+        )
     if rule.metric == "duplicateValues":
-        keys = ", ".join(_ident(c) for c in rule.columns)
+        keys = ", ".join(ident(c) for c in rule.columns)
         return f"SELECT {keys}, count(*) AS copies FROM {view} GROUP BY {keys} HAVING count(*) > 1 ORDER BY {keys}"
     if rule.metric == "nullValues":
         return f"SELECT * FROM {view} WHERE {col} IS NULL"
@@ -525,7 +638,7 @@ def failure_message(report: CheckReport, *, limit: int = MESSAGE_LIMIT) -> str:
     lines = [f"  - {_clip(r.describe(), 300)}" for r in failed[:MAX_LISTED_RULES]]
     if len(failed) > MAX_LISTED_RULES:
         lines.append(f"  (+{len(failed) - MAX_LISTED_RULES} more)")
-    first = next((r for r in failed if r.kind in ("library", "sql")), None)
+    first = next((r for r in failed if r.kind in ("library", "sql") or r.metric == ROW_COUNT_COMPARISON), None)
     tail = [f"all results: {request.cli_command()} --json"]
     if first is not None:
         tail.insert(0, f"list the offending rows: {request.cli_command(rule=first.rule_id)}")
@@ -537,7 +650,7 @@ def failure_message(report: CheckReport, *, limit: int = MESSAGE_LIMIT) -> str:
 
 
 # -- helpers ----------------------------------------------------------------------------------------
-def _ident(name: str) -> str:
+def ident(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
