@@ -83,14 +83,15 @@ with DAG(
     quality = DataContractCheckOperator.partial(task_id="quality", volume=False).expand(dataset=datasets)
 
     @task
-    def report(ti: Any = None, **context: Any) -> str | None:
+    def report(summaries: Any, **context: Any) -> str | None:
         """What was recovered, per dataset, to the notifiers (run_policy.alert_notifiers("recovered"))."""
         from placsp_provider.operators.replay import recovery_report
 
-        text = recovery_report(list(ti.xcom_pull(task_ids="replay") or []))
+        text = recovery_report(list(summaries))
         if text:
             for notifier in run_policy.alert_notifiers("recovered"):
-                notifier({**context, "ti": ti, "reason": text})
+                notifier({**context, "reason": text})
         return text
 
-    dry_run >> replay >> quality >> report()
+    # The replays' summaries, one per dataset, once their rows passed the contracts.
+    dry_run >> replay >> quality >> report(replay.output)
