@@ -143,6 +143,9 @@ class DeadLetterReplayOperator(SparkSubmitOperator):
         from placsp_provider.spark.replay_job import describe, nothing_selected_summary, selects_nothing
 
         request = self.replay_request(context["run_id"])
+        # An install without Spark fails here whatever the lake holds (decision 0042): the same task
+        # must not succeed today and fail tomorrow for want of an extra.
+        require_spark(f"replay of {request.dataset}: the dead-letter replay")
         if selects_nothing(request):
             self.log.info(
                 "dataset %s: no dead letter matches %s: nothing to replay, no Spark application started, "
@@ -152,7 +155,6 @@ class DeadLetterReplayOperator(SparkSubmitOperator):
             )
             self._summary = nothing_selected_summary(request)
             return self._summary
-        require_spark(f"replay of {request.dataset}: the dead-letter replay")
         with tempfile.TemporaryDirectory(prefix="placsp-replay-") as tmp:
             request_file, summary_file = Path(tmp) / "request.json", Path(tmp) / "summary.json"
             request_file.write_text(request.to_json())
