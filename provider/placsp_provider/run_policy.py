@@ -41,9 +41,16 @@ def retry_policy() -> ExceptionRetryPolicy:
     )
 
 
+def alert_notifiers(event: str = "failed") -> list[Any]:
+    """Who is told, for each event: a task failed (`failed`), a replay waits for approval
+    (`approval`), the scheduled reprocessing recovered dead letters (`recovered`). One list for all
+    three, so an approval reaches whoever a failure reaches: add a notifier here (notifications.py)."""
+    return [LogNotifier(event=event)]
+
+
 def default_args(**overrides: Any) -> dict[str, Any]:
     """The `default_args` of every PLACSP DAG: the failure notifier and the retry policy, plus `overrides`."""
-    return {"on_failure_callback": [LogNotifier()], "retry_policy": retry_policy(), **overrides}
+    return {"on_failure_callback": alert_notifiers("failed"), "retry_policy": retry_policy(), **overrides}
 
 
 def daily_deadline_alert(interval: timedelta | None = None) -> DeadlineAlert | None:

@@ -60,6 +60,27 @@ def dead_letter_severity() -> str:
     return os.environ.get("PLACSP_DEAD_LETTER_SEVERITY", "error")
 
 
+def dead_letter_reprocess_schedule() -> str:
+    """Cron (UTC) of `placsp_dead_letter_reprocess`, the scheduled replay of dead letters that need no
+    person. Default: daily at 04:00, after placsp_daily's midnight run. Read when the DAG is parsed."""
+    return os.environ.get("PLACSP_DEAD_LETTER_REPROCESS_SCHEDULE", "0 4 * * *")
+
+
+def replay_approval_timeout() -> timedelta:
+    """How long a replay's approval step waits for a person before it answers Reject (default 24
+    hours; the form's default). Read when the DAG is parsed."""
+    hours = _number("PLACSP_REPLAY_APPROVAL_TIMEOUT_HOURS", 24.0, float)
+    if hours <= 0:
+        raise ConfigError(f"PLACSP_REPLAY_APPROVAL_TIMEOUT_HOURS must be a positive number of hours, not {hours}")
+    return timedelta(hours=hours)
+
+
+def replay_approvers() -> list[str]:
+    """Airflow user ids a replay's approval is assigned to by default (`PLACSP_REPLAY_APPROVERS`,
+    comma-separated; empty: anyone who may act on the DAG). Read when the DAG is parsed."""
+    return [u.strip() for u in os.environ.get("PLACSP_REPLAY_APPROVERS", "").split(",") if u.strip()]
+
+
 def trigger_settle_seconds() -> float:
     """How long a dead-letter trigger waits before its first look (see DeadLetterThresholdSensor)."""
     return _number("PLACSP_TRIGGER_SETTLE_SECONDS", 10.0, float)

@@ -7,8 +7,12 @@ became of it: `replayed`, one more attempt with its new error, or `abandoned` pa
 
 Every run starts with a dry run (`dry_run`: what would be recovered, nothing written); then the
 `approve` step waits for a person to read that summary and *Approve* (the `replay` task writes) or
-*Reject* (the run ends, nothing written) in the UI. Form flags: `dry_run` stops after the report;
-`skip_approval` approves at once (automation).
+*Reject* (the run ends, nothing written) in the UI. When it parks it alerts through the failure
+notifiers (`approval awaited: ...`); with no answer within `approval_timeout_hours` it is rejected.
+A dry run that selects nothing ends the run green, asking nobody. Form flags: `dry_run` stops after
+the report; `skip_approval` approves at once (automation).
+Dead letters that need no person (`fixed`, or rejected by an older parser version) are also replayed
+every day by `placsp_dead_letter_reprocess`.
 How to fix a record by hand and other recipes: docs/runbook.md.
 """
 
@@ -24,7 +28,13 @@ from placsp_provider.dead_letters.lifecycle import STAGES
 from placsp_provider.operators.approval import ReplayApprovalOperator
 from placsp_provider.operators.quality import DataContractCheckOperator
 from placsp_provider.operators.replay import DeadLetterReplayOperator
-from placsp_provider.settings import REPLAY_MAX_ATTEMPTS, REPLAY_MAX_RECORDS, REPLAY_MAX_RECORDS_LIMIT
+from placsp_provider.settings import (
+    REPLAY_MAX_ATTEMPTS,
+    REPLAY_MAX_RECORDS,
+    REPLAY_MAX_RECORDS_LIMIT,
+    replay_approval_timeout,
+    replay_approvers,
+)
 
 with DAG(
     dag_id="placsp_dead_letter_replay",
@@ -93,6 +103,19 @@ with DAG(
         "skip_approval": Param(
             False, type="boolean", description="Replay right after the dry run, without waiting for approval"
         ),
+        "approvers": Param(
+            replay_approvers(),
+            type=["array", "null"],
+            items={"type": "string", "minLength": 1},
+            description="Airflow user ids who may approve, one per line; empty: anyone allowed on this DAG",
+        ),
+        "approval_timeout_hours": Param(
+            replay_approval_timeout().total_seconds() / 3600,
+            type="number",
+            exclusiveMinimum=0,
+            maximum=24 * 30,
+            description="No answer within this many hours: rejected, nothing written",
+        ),
     },
 ) as dag:
     filters = {
@@ -112,6 +135,10 @@ with DAG(
         dry_run_task_id="dry_run",
         dry_run_only="{{ params.dry_run }}",
         skip_approval="{{ params.skip_approval }}",
+        timeout_hours="{{ params.approval_timeout_hours }}",
+        approvers="{{ params.approvers }}",
+        # Parked: whoever a failure reaches is told (run_policy.alert_notifiers).
+        notifiers=run_policy.alert_notifiers("approval"),
     )
     replay = DeadLetterReplayOperator(task_id="replay", **filters)
     # The replayed rows (this run's) and the whole tables against the data contracts; no volume check:

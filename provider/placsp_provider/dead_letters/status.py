@@ -15,6 +15,7 @@ from placsp_provider.ingest import rules
 from placsp_provider.ingest.retry import is_delta_rs_conflict, retry_on_conflict
 from placsp_provider.lake import DEAD_LETTER_TABLE, table_path
 from placsp_provider.lake_storage import LakePath
+from placsp_provider.parser.version import PARSER_VERSION
 
 
 @dataclass(frozen=True)
@@ -55,6 +56,7 @@ def record_outcomes(lake: LakePath, dataset: str, run_id: str, changes: Sequence
             "error_message": pa.array([c.error_message for c in changes], pa.string()),
             # The run id and the time travel as columns: no SQL literal to quote.
             "replay_run_id": pa.array([run_id] * n, pa.string()),
+            "parser_version": pa.array([PARSER_VERSION] * n, pa.int32()),
             "at": pa.array([at] * n, UTC_TS),
         }
     )

@@ -97,6 +97,9 @@ STATUS_UPDATE = {
     "replay_run_id": f"CASE WHEN {_REPLAYED} THEN s.replay_run_id ELSE t.replay_run_id END",
     "error_type": "coalesce(s.error_type, t.error_type)",
     "error_message": "coalesce(s.error_message, t.error_message)",
+    # Rejected again: by the replay's parser version (the scheduled reprocessing waits for a newer one).
+    # Replayed: the version that rejected it stays on record.
+    "parser_version": f"CASE WHEN {_REPLAYED} THEN t.parser_version ELSE s.parser_version END",
 }
 # ...only on a dead letter nobody changed since the replay selected it (a person's fix included).
 STATUS_UNCHANGED = "t.status = s.was_status AND t.attempts = s.was_attempts AND t.raw_record = s.was_record"

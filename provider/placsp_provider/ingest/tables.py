@@ -60,7 +60,7 @@ RECONCILIATION = pa.schema(
 
 # Columns added after a table's first release, last in its schema: existing tables are upgraded by
 # appending them (`add_missing_columns`), so a fresh table and an upgraded one have one column order.
-ADDED_COLUMNS: dict[str, tuple[str, ...]] = {"dead_letters": ("raw_bytes",)}
+ADDED_COLUMNS: dict[str, tuple[str, ...]] = {"dead_letters": ("raw_bytes", "parser_version")}
 
 
 def table_schema(table: str) -> pa.Schema:

@@ -22,6 +22,7 @@ from placsp_provider.bronze.manifest import LandedPage
 from placsp_provider.dead_letters.lifecycle import QUARANTINED, STAGE_RECONCILIATION
 from placsp_provider.lake import SILVER_TABLES
 from placsp_provider.lake_storage import LakePath
+from placsp_provider.parser.version import PARSER_VERSION
 
 log = logging.getLogger(__name__)
 
@@ -167,6 +168,7 @@ def reconciliation_dead_letter_rows(
                 "entry_id": None,
                 "record_offset": 0,
                 "raw_bytes": b"",  # a whole file: the replay reprocesses the page from Bronze
+                "parser_version": PARSER_VERSION,  # the parser's counts did not add up
                 "dead_letter_id": dead_letter_id(dataset, STAGE_RECONCILIATION, file, 0, tallies[file].page.sha256),
             }
         )

@@ -41,6 +41,8 @@ class DeadLetterReplayOperator(SparkSubmitOperator):
     it one more attempt and its new error, or `abandoned` past `max_attempts`. Whole-file dead
     letters (stage `reconciliation`) reprocess their Bronze file through the normal ingest.
     Returns (XCom) the summary: selected, recovered, still failing, abandoned, by error type.
+    When nothing matches (read by delta-rs first), it returns the empty summary without starting
+    Spark and writes nothing.
 
     Every filter is templated; with the DAG's `render_template_as_native_obj=True` the form's lists,
     numbers and booleans arrive as such.
@@ -59,6 +61,8 @@ class DeadLetterReplayOperator(SparkSubmitOperator):
     :param max_records: at most this many dead letters, oldest first.
     :param max_attempts: a dead letter still failing at this many attempts becomes `abandoned`.
     :param dry_run_only: report what would be recovered; write nothing (`dry_run` is taken by BaseOperator).
+    :param unattended: select only what needs no person: `fixed` dead letters and those an older
+        parser version rejected (the scheduled `placsp_dead_letter_reprocess`).
     """
 
     template_fields: Sequence[str] = (
@@ -90,6 +94,7 @@ class DeadLetterReplayOperator(SparkSubmitOperator):
         max_records: int | str = REPLAY_MAX_RECORDS,
         max_attempts: int | str = REPLAY_MAX_ATTEMPTS,
         dry_run_only: bool | str = False,
+        unattended: bool | str = False,
         conn_id: str = SPARK_CONN_DEFAULT,
         application: str | None = None,
         **kwargs: Any,
@@ -112,6 +117,7 @@ class DeadLetterReplayOperator(SparkSubmitOperator):
         self.max_records = max_records
         self.max_attempts = max_attempts
         self.dry_run_only = dry_run_only
+        self.unattended = unattended
         self._summary: dict[str, Any] | None = None  # what execute returned, for the lineage events
 
     def replay_request(self, run_id: str) -> Any:
@@ -130,13 +136,25 @@ class DeadLetterReplayOperator(SparkSubmitOperator):
             max_records=int(self.max_records),
             max_attempts=int(self.max_attempts),
             dry_run=_boolean(self.dry_run_only),
+            unattended=_boolean(self.unattended),
         )
 
     def execute(self, context: Context) -> dict[str, Any]:  # type: ignore[override]
-        from placsp_provider.spark.replay_job import describe
+        from placsp_provider.spark.replay_job import describe, nothing_selected_summary, selects_nothing
 
         request = self.replay_request(context["run_id"])
+        # An install without Spark fails here whatever the lake holds (decision 0042): the same task
+        # must not succeed today and fail tomorrow for want of an extra.
         require_spark(f"replay of {request.dataset}: the dead-letter replay")
+        if selects_nothing(request):
+            self.log.info(
+                "dataset %s: no dead letter matches %s: nothing to replay, no Spark application started, "
+                "nothing written",
+                request.dataset,
+                json.dumps(request.filters()),
+            )
+            self._summary = nothing_selected_summary(request)
+            return self._summary
         with tempfile.TemporaryDirectory(prefix="placsp-replay-") as tmp:
             request_file, summary_file = Path(tmp) / "request.json", Path(tmp) / "summary.json"
             request_file.write_text(request.to_json())
@@ -215,3 +233,22 @@ def replay_rows_written(summary: dict[str, Any]) -> dict[str, int]:
     total = Counter(rows_written({"merge": silver.get("records") or {}}))
     total.update(rows_written({"merge": silver.get("files") or {}, "files": files}))
     return {t: n for t, n in total.items() if n}
+
+
+def recovery_report(summaries: Sequence[dict[str, Any]], sample: int = 5) -> str | None:
+    """One line of what replays recovered: per dataset the count, what is still failing or was
+    abandoned, and at most `sample` entry ids (made printable by the notifier); None when nothing was."""
+    parts = []
+    for s in summaries:
+        if not s or not s.get("recovered"):
+            continue
+        entries = list(s.get("recovered_entries") or [])[:sample]
+        more = s["recovered"] - len(entries)
+        ids = ", ".join(entries) + (f" and {more} more" if more > 0 else "")
+        parts.append(
+            f"{s['dataset']}: {s['recovered']} of {s['selected']} dead letters recovered into Silver "
+            f"({s.get('still_failing', 0)} still failing, {s.get('abandoned', 0)} abandoned; run {s['run_id']}"
+            + (f"; entries {ids}" if entries else "")
+            + ")"
+        )
+    return "; ".join(parts) or None

@@ -46,6 +46,7 @@ from placsp_provider.parser.validation import (
     describe_replacement_characters,
     has_replacement_characters,
 )
+from placsp_provider.parser.version import PARSER_VERSION
 
 Row = dict[str, Any]
 
@@ -408,6 +409,7 @@ def _dead_letter_row(context: _RecordContext, stage: str, error_type: str, messa
         "entry_id": entry_id,
         "record_offset": context.offset,
         "raw_bytes": context.xml_declaration + context.raw,
+        "parser_version": PARSER_VERSION,
     }
 
 

@@ -197,6 +197,10 @@ DEAD_LETTERS = pa.schema(
         # existed (docs/runbook.md, "Dead letters written before raw_bytes"). Last, because a column
         # added to an existing table goes last: fresh and upgraded tables have one column order.
         _optional("raw_bytes", pa.binary()),
+        # The rules that rejected it (`parser.version.PARSER_VERSION`): the scheduled reprocessing
+        # replays what an older version rejected. Null on dead letters written before the column
+        # existed: an unknown, older version. Last, after raw_bytes, for the reason above.
+        _optional("parser_version", pa.int32()),
     ]
 )
 

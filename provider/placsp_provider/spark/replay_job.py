@@ -4,7 +4,10 @@ Runs under spark-submit (this file, from DeadLetterReplayOperator), from
 the CLI (`placsp dead-letters replay`) and in tests, always through `run_replay`. Never imports Airflow.
 
 What is selected: dead letters of one dataset with status `quarantined` or `fixed` (a person
-corrected `raw_record` by hand) that match the filters, oldest first, at most `max_records`.
+corrected `raw_record` by hand) that match the filters, oldest first, at most `max_records`. An
+`unattended` request (the scheduled reprocessing) selects only `fixed` ones and those an older parser
+version rejected (`dead_letters.selection`). A request that selects nothing starts no Spark
+application (`selects_nothing`, asked by the operator first).
 
 What happens to each, and nothing else can:
 - record-level (an entry or a tombstone): re-parsed and re-validated by `parse_dead_letter`, the
@@ -77,6 +80,7 @@ class ReplayRequest:
     max_records: int = REPLAY_MAX_RECORDS
     max_attempts: int = REPLAY_MAX_ATTEMPTS
     dry_run: bool = False
+    unattended: bool = False  # only what needs no person: `fixed`, or rejected by an older parser version
 
     def __post_init__(self) -> None:
         # A syndication id (643) or a key (licitaciones) in; the key from here on. Unknown: a clear error.
@@ -106,6 +110,7 @@ class ReplayRequest:
             "until": self.until.isoformat() if self.until else None,
             "dead_letter_ids": len(self.dead_letter_ids),
             "max_records": self.max_records,
+            "unattended": self.unattended,
         }
 
 
@@ -146,19 +151,8 @@ def select(spark: SparkSession, request: ReplayRequest) -> Selection:
     handed to the one Spark job that re-parses them: frozen, whatever the table becomes as the
     replay writes."""
     from placsp_provider.dead_letters.record_bytes import fill_legacy_bytes
-    from placsp_provider.dead_letters.selection import select_dead_letters
 
-    rows = select_dead_letters(
-        request.lake,
-        request.dataset,
-        REPLAY_INPUT_COLUMNS,
-        stages=request.stages,
-        error_types=request.error_types,
-        since=request.since,
-        until=request.until,
-        dead_letter_ids=request.dead_letter_ids,
-        max_records=request.max_records,
-    )
+    rows = _selected_rows(request, REPLAY_INPUT_COLUMNS, request.max_records)
     rows, unknown = fill_legacy_bytes(rows, _resolved(request.lake))
     if unknown:
         log.warning(
@@ -174,6 +168,39 @@ def select(spark: SparkSession, request: ReplayRequest) -> Selection:
         )
     records = dict(zip(rows.column("dead_letter_id").to_pylist(), rows.column("raw_record").to_pylist(), strict=True))
     return Selection(spark.createDataFrame(rows), records, unknown)
+
+
+def _selected_rows(request: ReplayRequest, columns: tuple[str, ...], max_records: int) -> Any:
+    from placsp_provider.dead_letters.selection import select_dead_letters
+
+    return select_dead_letters(
+        request.lake,
+        request.dataset,
+        columns,
+        stages=request.stages,
+        error_types=request.error_types,
+        since=request.since,
+        until=request.until,
+        dead_letter_ids=request.dead_letter_ids,
+        unattended=request.unattended,
+        max_records=max_records,
+    )
+
+
+def selects_nothing(request: ReplayRequest) -> bool:
+    """No dead letter matches the request (or the lake has no dead-letter table yet): read by
+    delta-rs in a second, so a replay with nothing to do starts no JVM."""
+    from placsp_provider.ingest.tables import has_commit
+    from placsp_provider.lake import table_path
+
+    if not has_commit(table_path(_resolved(request.lake), "dead_letters")):
+        return True
+    return _selected_rows(request, ("dead_letter_id",), 1).num_rows == 0
+
+
+def nothing_selected_summary(request: ReplayRequest) -> dict[str, Any]:
+    """The summary of a replay that selected nothing (`selects_nothing`): the shape of every summary."""
+    return _summary(request, get_dataset(request.dataset), {}, [], {}, [])
 
 
 def run_replay(spark: SparkSession, request: ReplayRequest) -> dict[str, Any]:
