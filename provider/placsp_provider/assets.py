@@ -4,24 +4,38 @@ An Asset's URI is the table's OpenLineage dataset (lineage/naming.py) written as
 the absolute path on local disk, `s3://<bucket>/<key>` on S3; so the Assets view and the lineage
 catalogue show one node per table. Tasks that write a table declare it as an outlet; a DAG scheduled
 on `silver_asset("entries")` runs after each Silver update (placsp_provider/dags/placsp_silver_entries_export.py).
+Each event says which Delta version it announces (`record_versions`), so the consumer reads that one.
 
 Only `airflow.sdk` and the naming helper are imported: DAG files import this at parse time.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 from airflow.sdk import Asset
 
-from placsp_provider.lake import LAKE_TABLES, SILVER_TABLES, resolve_lake
+from placsp_provider.lake import (
+    LAKE_TABLES,
+    QUALITY_RESULTS_TABLE,
+    SILVER_TABLES,
+    quality_results_path,
+    resolve_lake,
+    table_path,
+)
 from placsp_provider.lake_storage import LakePath
-from placsp_provider.lineage.naming import lake_table
+from placsp_provider.lineage.naming import storage_path
 
 
 def lake_asset(table: str, lake: str | LakePath | None = None) -> Asset:
-    """The Asset of one lake table (`entries`, ..., `dead_letters`, `reconciliation`)."""
-    name = lake_table(resolve_lake(lake), table)
+    """The Asset of one lake table (`entries`, ..., `dead_letters`, `reconciliation`, `quality_results`)."""
+    name = storage_path(_location(resolve_lake(lake), table))
     uri = f"file://{name.name}" if name.namespace == "file" else f"{name.namespace}/{name.name}"
     return Asset(uri=uri, group="placsp")
+
+
+def _location(lake: LakePath, table: str) -> LakePath:
+    return quality_results_path(lake) if table == QUALITY_RESULTS_TABLE else table_path(lake, table)
 
 
 def silver_asset(table: str = "entries", lake: str | LakePath | None = None) -> Asset:
@@ -34,6 +48,29 @@ def ingest_outlets(lake: str | LakePath | None = None) -> list[Asset]:
     """What a Silver ingest (daily, backfill) or a replay writes: every Silver table, the dead letters
     and the reconciliation log."""
     return [lake_asset(t, lake) for t in LAKE_TABLES]
+
+
+def quality_outlets(lake: str | LakePath | None = None) -> list[Asset]:
+    """What a data-contract check writes: its results."""
+    return [lake_asset(QUALITY_RESULTS_TABLE, lake)]
+
+
+def record_versions(context: Any, lake: LakePath) -> dict[str, dict[str, Any]]:
+    """Each outlet event of the running task carries the Delta version of its table, read right after
+    the task's writes, and the table's rows at that version (from the Delta log's file statistics):
+    a consumer reads exactly what the event announced (`lake_storage.open_table(path, version)`), not whatever is
+    newest when it runs. Returns the extras by Asset URI (for the log)."""
+    from placsp_provider.table_files import table_state
+
+    tables = {lake_asset(t, lake).uri: t for t in (*LAKE_TABLES, QUALITY_RESULTS_TABLE)}
+    extras = {}
+    for asset in getattr(context["task"], "outlets", None) or []:
+        table = tables.get(str(getattr(asset, "uri", "")))
+        state = table_state(_location(lake, table)) if table else None
+        if state is not None:  # an Asset of another lake, or a table not written yet: nothing to say
+            extras[asset.uri] = {"table": table, "delta_version": state[0], "rows": state[1]}
+            context["outlet_events"][asset].extra.update(extras[asset.uri])
+    return extras
 
 
 def static_lake(lake: str | None) -> str | None:

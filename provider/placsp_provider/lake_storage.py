@@ -150,13 +150,13 @@ def delta_options(path: LakePath) -> dict[str, str]:
     return {} if is_local(path) else {"conditional_put": "etag", **dict(_GIVEN.get())}
 
 
-def open_table(path: LakePath) -> Any:
-    """The `deltalake.DeltaTable` at `path`."""
+def open_table(path: LakePath, version: int | None = None) -> Any:
+    """The `deltalake.DeltaTable` at `path`, as of `version` (None: the latest)."""
     from deltalake import DeltaTable
 
     if not is_local(path):
         _not_in_a_fork()
-    return DeltaTable(uri(path), storage_options=delta_options(path) or None)
+    return DeltaTable(uri(path), version=version, storage_options=delta_options(path) or None)
 
 
 def arrow_filesystem(table_uri: str) -> Any:

@@ -90,3 +90,20 @@ def read_table(path: Any, columns: list[str] | None = None) -> Any:
     from placsp_provider.lake_storage import open_table
 
     return table_files(open_table(path)).to_table(columns=columns)
+
+
+def table_state(path: Any) -> tuple[int, int] | None:
+    """(version, rows) of the Delta table at `path` as it is now; None when there is no table. Rows
+    from the log's per-file statistics (no data file read), counted from the files when a file has none."""
+    import pyarrow as pa
+    from deltalake.exceptions import TableNotFoundError
+
+    from placsp_provider.lake_storage import open_table
+
+    try:
+        table = open_table(path)
+    except TableNotFoundError:
+        return None
+    records = pa.table(table.get_add_actions(flatten=True)).column("num_records")
+    rows = table_files(table).count_rows() if records.null_count else int(pa.compute.sum(records).as_py() or 0)
+    return table.version(), rows

@@ -11,6 +11,7 @@ import sys
 from datetime import UTC, datetime
 from importlib.metadata import entry_points
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -176,6 +177,8 @@ def test_daily_dag_runs_end_to_end_then_the_replay_dag(airflow_db: None, placsp_
         if path.endswith(("Completo3.atom", "SinMenores.atom", "Contratantes.atom"))
     )
 
+    entries_event = assert_events_announce_their_versions(lake, run.run_id)
+
     # The operator then triggers the replay DAG from its form: the 3 dead letters are still broken
     # (the page declares no such prefix), so with max_attempts 1 each is abandoned, none lands.
     # skip_approval: dag.test() has no one to click Approve (tests/system does it in a browser).
@@ -200,6 +203,51 @@ def test_daily_dag_runs_end_to_end_then_the_replay_dag(airflow_db: None, placsp_
     dry = xcom(replay, "dry_run")
     assert (dry["dry_run"], dry["selected"], dry["recovered"]) == (True, 3, 0)
     assert xcom(replay, "approve")["chosen_options"] == ["Approve"]
+
+    # The example consumer exports the version its triggering event announced, also once the table
+    # has moved on (here: one more commit, a property set, rows unchanged).
+    from deltalake import DeltaTable
+
+    DeltaTable(str(lake / "silver" / "entries")).alter.set_table_properties({"delta.appendOnly": "false"})
+    export_task = load_dag("placsp_silver_entries_export", for_dag_test=False).get_task("export_entry_counts")
+    export = export_task.python_callable(triggering_asset_events={"entries": [entries_event]})
+    assert (
+        export["version"]
+        == entries_event.extra["delta_version"]
+        < DeltaTable(str(lake / "silver" / "entries")).version()
+    )
+    assert sum(export["entries_by_dataset"].values()) == entries_event.extra["rows"]
+
+
+def assert_events_announce_their_versions(lake: Path, run_id: str):
+    """Every Asset event of the run carries the Delta version its task left and the rows there, counted
+    here by reading the table at that version; the check tasks announce `quality_results` too. Returns
+    the event of the Silver task that wrote entries."""
+    from airflow.models.asset import AssetEvent
+    from airflow.utils.session import create_session
+    from deltalake import DeltaTable
+    from sqlalchemy import select
+
+    with create_session() as session:
+        events = session.scalars(select(AssetEvent).where(AssetEvent.source_run_id == run_id)).all()
+        # What a triggered task is handed of each event (copied: the rows leave the session)
+        seen = [
+            (
+                e.asset.uri,
+                e.source_task_id,
+                dict(e.extra or {}),
+                SimpleNamespace(extra=dict(e.extra or {}), source_run_id=e.source_run_id, timestamp=e.timestamp),
+            )
+            for e in events
+        ]
+    assert {t for _, t, _, _ in seen} >= {f"silver_{d}" for d in ("licitaciones", "agregadas", "menores")}
+    assert any(uri.endswith("/quality_results") for uri, *_ in seen)
+    for uri, task, extra, _ in seen:
+        path = uri.removeprefix("file://")
+        rows = DeltaTable(path, version=extra["delta_version"]).to_pyarrow_dataset().count_rows()
+        assert extra["rows"] == rows, (uri, task, extra)
+        assert extra["table"] == path.rsplit("/", 1)[-1]
+    return next(e for uri, task, extra, e in seen if task == "silver_licitaciones" and uri.endswith("/silver/entries"))
 
 
 def _listed_outside(page: Path) -> list[Record]:

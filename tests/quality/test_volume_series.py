@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import random
 import shutil
-from datetime import date, timedelta
+from datetime import date, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -30,8 +30,8 @@ def day(n: int) -> date:
     return D1 + timedelta(days=n - 1)
 
 
-def at(n: int, hour: int = 10) -> Version:
-    return midnight(day(n)) + timedelta(hours=hour)  # type: ignore[return-value]
+def at(n: int, hour: int = 10) -> datetime:
+    return midnight(day(n)) + timedelta(hours=hour)
 
 
 def silver_by_day(lake: Path) -> dict[date, int]:
@@ -140,6 +140,7 @@ def test_entries_updated_later_make_no_false_spike_and_real_spikes_and_drops_are
     before = check_day(tmp_path / "old", "agregadas", CHECKED, counts=old)
     after = check_day(history_lake, "agregadas", CHECKED)
     print(f"\nbefore (Silver by day of updated): {before.message()}\nafter (entry versions): {after.message()}")
+    assert before.upper is not None and after.upper is not None
     assert before.status == "anomaly" and before.count > before.upper  # the false spike
     assert after.status == "ok" and after.refitted
 
@@ -147,6 +148,7 @@ def test_entries_updated_later_make_no_false_spike_and_real_spikes_and_drops_are
     drop = check_day(history_lake, "agregadas", CHECKED, counts={**series, CHECKED: series[CHECKED] // 4})
     assert (spike.status, drop.status) == ("anomaly", "anomaly")
     assert not spike.refitted and not drop.refitted
+    assert spike.upper is not None and drop.lower is not None
     assert spike.count > spike.upper and drop.count < drop.lower
 
 

@@ -289,7 +289,7 @@ def _archive_keys(
             member_url = f"{url}#{member.filename}"
             got = extract_member(archive, member, tmp, member_url, client.config.max_page_bytes, ds.key, budget)
             try:
-                items = list(_page_items(tmp, ds, source=member.filename))
+                items = list(page_items(tmp, ds, source=member.filename))
             finally:
                 tmp.unlink(missing_ok=True)
             in_month = [item for item in items if request.start <= item[2] < request.end]
@@ -352,12 +352,12 @@ def _key(item: Item) -> Key:
 
 def _page_keys(path: LakePath, ds: Dataset, request: CompletenessRequest, *, source: str) -> Iterator[Key]:
     """Keys of the month in one page."""
-    for item in _page_items(path, ds, source=source):
+    for item in page_items(path, ds, source=source):
         if request.start <= item[2] < request.end:
             yield _key(item)
 
 
-def _page_items(lake_file: LakePath, ds: Dataset, *, source: str) -> Iterator[Item]:
+def page_items(lake_file: LakePath, ds: Dataset, *, source: str) -> Iterator[Item]:
     """Every timed record of one page: by the streaming parser (one pass), or the Silver parser's
     record split when the page is not well-formed (only the records it can read count as present)."""
     with local_copy(lake_file) as path:

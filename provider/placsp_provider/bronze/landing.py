@@ -52,15 +52,20 @@ def make_durable(path: Path) -> None:
 
 
 def write_text_atomically(path: LakePath, text: str) -> None:
-    """Replace `path` by `text` whole or not at all; a failed write (a full disk) leaves no temp file.
+    """Replace `path` by `text` (UTF-8) whole or not at all (`write_bytes_atomically`)."""
+    write_bytes_atomically(path, text.encode("utf-8"))
+
+
+def write_bytes_atomically(path: LakePath, data: bytes) -> None:
+    """Replace `path` by `data` whole or not at all; a failed write (a full disk) leaves no temp file.
     (An S3 PUT is whole or nothing by itself.)"""
     if not is_local(path):
-        path.write_bytes(text.encode("utf-8"))
+        path.write_bytes(data)
         return
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     try:
-        tmp.write_text(text, encoding="utf-8")
+        tmp.write_bytes(data)
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)

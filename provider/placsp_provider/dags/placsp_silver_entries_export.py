@@ -4,8 +4,9 @@ Scheduled on the Silver `entries` Asset (`file://<lake>/silver/entries`, or `s3:
 gives the table): every successful Silver ingest or replay that writes the table emits an Asset
 event, and this DAG runs once after it. It writes a small export a dashboard or another team can
 poll without Spark: `<lake>/exports/silver_entries.json`, the table's Delta version and its entries
-per dataset (read with delta-rs, two columns). Replace the task with your own refresh (a BI
-extract, a cache warm-up, a notification) and keep the schedule.
+per dataset (read with delta-rs, two columns), at the version the triggering event announced (its
+`extra["delta_version"]`, with `rows`: every outlet event of the provider carries them). Replace the
+task with your own refresh (a BI extract, a cache warm-up, a notification) and keep the schedule.
 """
 
 from __future__ import annotations
@@ -43,12 +44,21 @@ with DAG(
 
         lake = LakeHook().lake()  # an S3 lake's credentials from its connection, as every operator's
         path = uri(table_path(lake, "entries"))
-        table = open_table(table_path(lake, "entries"))
+        triggers = [e for events in (triggering_asset_events or {}).values() for e in events]
+        # The version the newest event announced (assets.record_versions), not whatever is latest now:
+        # a Silver run that commits while this task runs does not change what it exports. Triggered
+        # by hand (no event): the latest version.
+        announced = [(e.extra or {}).get("delta_version") for e in triggers]
+        version = max((v for v in announced if isinstance(v, int)), default=None)
+        table = open_table(table_path(lake, "entries"), version)
         datasets = table_files(table).to_table(columns=["dataset"]).column("dataset").to_pylist()
         events = [
-            {"source_run_id": getattr(e, "source_run_id", None), "timestamp": str(getattr(e, "timestamp", ""))}
-            for events in (triggering_asset_events or {}).values()
-            for e in events
+            {
+                "source_run_id": getattr(e, "source_run_id", None),
+                "timestamp": str(getattr(e, "timestamp", "")),
+                "delta_version": (e.extra or {}).get("delta_version"),
+            }
+            for e in triggers
         ]
         export = {
             "table": path,

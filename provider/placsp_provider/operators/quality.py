@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 from airflow.sdk import BaseOperator, Context
 from airflow.sdk.exceptions import AirflowFailException
 
+from placsp_provider.assets import quality_outlets, record_versions, static_lake
 from placsp_provider.datasets import get_dataset
 from placsp_provider.errors import PlacspError
 from placsp_provider.hooks.lake import LakeHook
@@ -78,6 +79,7 @@ class DataContractCheckOperator(BaseOperator):
         volume_interval_width: float = 0.99,
         **kwargs: Any,
     ) -> None:
+        kwargs.setdefault("outlets", quality_outlets(static_lake(lake)))
         super().__init__(**kwargs)
         # Not templated, so checked now (a bad value never reaches a run).
         self.volume_config = VolumeConfig(
@@ -135,6 +137,7 @@ class DataContractCheckOperator(BaseOperator):
                 len(check.report.results),
                 check.recorded,
             )
+            record_versions(context, lake)
             return summary
         assert message is not None
         raise DataQualityError(message)

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import Context
 
+from placsp_provider.assets import record_versions
 from placsp_provider.datasets import get_dataset
 from placsp_provider.errors import ConfigError
 from placsp_provider.extras import require_spark
@@ -154,6 +155,7 @@ class DeadLetterReplayOperator(SparkSubmitOperator):
                 json.dumps(request.filters()),
             )
             self._summary = nothing_selected_summary(request)
+            record_versions(context, request.lake)
             return self._summary
         with tempfile.TemporaryDirectory(prefix="placsp-replay-") as tmp:
             request_file, summary_file = Path(tmp) / "request.json", Path(tmp) / "summary.json"
@@ -171,6 +173,7 @@ class DeadLetterReplayOperator(SparkSubmitOperator):
         self.log.info("%s", describe(summary))
         self.log.info("replay summary:\n%s", json.dumps(summary, indent=2, sort_keys=True))
         self._summary = summary
+        record_versions(context, request.lake)
         return summary
 
     # -- OpenLineage (docs/lineage.md): dead letters in; Silver rows and dead-letter statuses out ----

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseOperator, Context
 
+from placsp_provider.assets import record_versions
 from placsp_provider.datasets import get_dataset
 from placsp_provider.hooks.lake import LakeHook
 from placsp_provider.lake import run_summary_path
@@ -112,6 +113,7 @@ class PlacspSilverOperator(BaseOperator):
                 run_id,
                 # Read now: the lake's reads do not work in the fork where OpenLineage asks (lake_storage).
             )
+            record_versions(context, lake)
             return self._summary
         request = IngestRequest(ds, lake, run_id, (lake_path(self.manifest),) if self.manifest else ())
         engine = choose_engine(request, self.engine)
@@ -125,6 +127,7 @@ class PlacspSilverOperator(BaseOperator):
             run_id,
             # Read now: the lake's reads do not work in the fork where OpenLineage asks (lake_storage).
         )
+        record_versions(context, lake)
         return summary
 
     def _submit(self, request: Any, engine: str, context: Context) -> RunSummary:
