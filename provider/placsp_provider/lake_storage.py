@@ -151,12 +151,40 @@ def delta_options(path: LakePath) -> dict[str, str]:
 
 
 def open_table(path: LakePath) -> Any:
-    """The `deltalake.DeltaTable` at `path`."""
+    """The `deltalake.DeltaTable` at `path`, at its latest version. Inside a `tables_kept_open` block, a
+    table opened before in the block is the same object brought up to date."""
     from deltalake import DeltaTable
 
     if not is_local(path):
         _not_in_a_fork()
-    return DeltaTable(uri(path), storage_options=delta_options(path) or None)
+    kept, key = _KEPT_OPEN.get(), uri(path)
+    if kept is not None and key in kept:
+        kept[key].update_incremental()
+        return kept[key]
+    table = DeltaTable(key, storage_options=delta_options(path) or None)
+    if kept is not None:
+        kept[key] = table
+    return table
+
+
+# Opening a table reads its log since the last checkpoint, twice (delta-rs 1.6), a request per commit
+# file on S3; bringing an open table up to date reads only the commits since (two requests when there
+# is none). An ingest opens the reconciliation and dead-letter tables before it writes them
+# (decision 0039).
+_KEPT_OPEN: ContextVar[dict[str, Any] | None] = ContextVar("_KEPT_OPEN", default=None)
+
+
+@contextlib.contextmanager
+def tables_kept_open() -> Iterator[None]:
+    """Within the block (one ingest), `open_table` keeps each table it opens and hands out the same
+    object again, up to date, rather than reading the table's log afresh. Threads started with a copy
+    of the block's context share them; one object is never used by two threads at once here."""
+    token = _KEPT_OPEN.set({}) if _KEPT_OPEN.get() is None else None
+    try:
+        yield
+    finally:
+        if token is not None:
+            _KEPT_OPEN.reset(token)
 
 
 def arrow_filesystem(table_uri: str) -> Any:
