@@ -14,9 +14,8 @@ A batch here fits the driver's memory (`ingest.engines.choose_engine`: up to
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from concurrent.futures import ThreadPoolExecutor, wait
 from contextlib import contextmanager
-from contextvars import ContextVar, copy_context
+from contextvars import ContextVar
 from datetime import datetime
 from functools import partial
 from typing import Any
@@ -28,7 +27,7 @@ from placsp_provider.ingest.batch import StagedBatch
 from placsp_provider.ingest.rules import BUSINESS_KEYS
 from placsp_provider.ingest.tables import UTC_TS, table_schema
 from placsp_provider.lake import CHILD_TABLES, SILVER_TABLES, table_path
-from placsp_provider.lake_storage import LakePath
+from placsp_provider.lake_storage import LakePath, side_by_side
 from placsp_provider.table_files import table_files, text_in
 
 # What a MERGE changed, from the metrics delta-rs returns, under the names the run summary uses.
@@ -123,7 +122,7 @@ def _merge_silver(
     }
     if clean:
         round_one |= {t: partial(_delete_older_children, lake, t, dataset, eligible_rows) for t in CHILD_TABLES}
-    done = _side_by_side(round_one)
+    done = side_by_side(round_one)  # a round's steps write different tables; the rounds stay in order (0022)
     deleted = {t: done.get(t, 0) for t in CHILD_TABLES}
 
     winners = set(eligible)
@@ -131,28 +130,10 @@ def _merge_silver(
     round_two: dict[str, Callable[[], Any]] = {
         t: partial(_insert_children, lake, t, dataset, rows[t], winners, stamp, repeated_versions) for t in CHILD_TABLES
     }
-    done |= _side_by_side({**round_two, "applied": partial(_apply_tombstones, lake, dataset, touched)})
+    done |= side_by_side({**round_two, "applied": partial(_apply_tombstones, lake, dataset, touched)})
     metrics |= {t: {**done[t], "deleted": deleted[t]} for t in CHILD_TABLES}
     metrics["tombstones"] = {**done["tombstones"], "applied_to_entries": done["applied"]}
     return metrics
-
-
-def _side_by_side(steps: Mapping[str, Callable[[], Any]]) -> dict[str, Any]:
-    """The steps of one round run at once, each in a thread of its own; their results by name.
-
-    A round's steps write different tables and none reads what another writes, so their order within
-    the round is free; the rounds stay in order (decision 0022). On S3 a MERGE waits on requests most
-    of its time, and delta-rs lets go of the GIL while it runs: side by side, a round takes about as
-    long as its longest step (decision 0039). Every step ends before the first error is raised, so
-    a conflict retries the whole write from a settled lake (`retry_on_conflict`; each step idempotent).
-    """
-    if len(steps) == 1:
-        return {name: step() for name, step in steps.items()}
-    with ThreadPoolExecutor(max_workers=len(steps), thread_name_prefix="placsp-write") as pool:
-        # Each thread runs in a copy of this context: the tables opened for this write are shared.
-        futures = {name: pool.submit(copy_context().run, step) for name, step in steps.items()}
-        wait(futures.values())
-    return {name: future.result() for name, future in futures.items()}
 
 
 def _greatest(rows: pa.Table, key: tuple[str, ...], order: tuple[str, ...]) -> pa.Table:
@@ -271,7 +252,7 @@ def _silver_used(rows: Mapping[str, pa.Table]) -> tuple[str, ...]:
 
 def _open_side_by_side(lake: LakePath, tables: Iterable[str]) -> None:
     """The tables this write uses opened at once: on S3 an open waits on a request per log file."""
-    _side_by_side({t: partial(_open, lake, t) for t in tables})
+    side_by_side({t: partial(_open, lake, t) for t in tables})
 
 
 def _merge(target: Any, source: pa.Table, keys: Iterable[str], dataset: str) -> Any:
