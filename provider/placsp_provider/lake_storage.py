@@ -27,8 +27,9 @@ import hashlib
 import os
 import tempfile
 import warnings
-from collections.abc import Iterator, Mapping
-from contextvars import ContextVar
+from collections.abc import Callable, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor, wait
+from contextvars import ContextVar, copy_context
 from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeAlias, TypeGuard
@@ -151,12 +152,61 @@ def delta_options(path: LakePath) -> dict[str, str]:
 
 
 def open_table(path: LakePath, version: int | None = None) -> Any:
-    """The `deltalake.DeltaTable` at `path`, as of `version` (None: the latest)."""
+    """The `deltalake.DeltaTable` at `path`, as of `version` (None: the latest). Inside a
+    `tables_kept_open` block, the latest of a table opened before in the block is the same object
+    brought up to date."""
     from deltalake import DeltaTable
 
     if not is_local(path):
         _not_in_a_fork()
-    return DeltaTable(uri(path), version=version, storage_options=delta_options(path) or None)
+    if version is not None:
+        return DeltaTable(uri(path), version=version, storage_options=delta_options(path) or None)
+    kept, key = _KEPT_OPEN.get(), uri(path)
+    if kept is not None and key in kept:
+        kept[key].update_incremental()
+        return kept[key]
+    table = DeltaTable(key, storage_options=delta_options(path) or None)
+    if kept is not None:
+        kept[key] = table
+    return table
+
+
+def side_by_side(steps: Mapping[str, Callable[[], Any]]) -> dict[str, Any]:
+    """The steps run at once, each in a thread of its own; their results by name.
+
+    For steps that wait on the store: on S3 a table open or a MERGE waits on requests most of its time,
+    and delta-rs lets go of the GIL while it runs, so side by side they take about as long as the
+    longest one (decision 0039). The caller says the steps are independent (different tables). Every
+    step ends before the first error is raised: a write that meets a conflict is retried from a
+    settled lake (`ingest.retry`). Each thread runs in a copy of the caller's context, so the tables
+    kept open (`tables_kept_open`) are shared.
+    """
+    if len(steps) <= 1:
+        return {name: step() for name, step in steps.items()}
+    with ThreadPoolExecutor(max_workers=len(steps), thread_name_prefix="placsp-lake") as pool:
+        futures = {name: pool.submit(copy_context().run, step) for name, step in steps.items()}
+        wait(futures.values())
+    return {name: future.result() for name, future in futures.items()}
+
+
+# Opening a table reads its log since the last checkpoint, twice (delta-rs 1.6), a request per commit
+# file on S3; bringing an open table up to date reads only the commits since (two requests when there
+# is none). An ingest opens the reconciliation and dead-letter tables before it writes them
+# (decision 0039).
+_KEPT_OPEN: ContextVar[dict[str, Any] | None] = ContextVar("_KEPT_OPEN", default=None)
+
+
+@contextlib.contextmanager
+def tables_kept_open() -> Iterator[None]:
+    """Within the block (one ingest), `open_table` keeps each table it opens and hands out the same
+    object again, up to date, rather than reading the table's log afresh. Threads started with a copy
+    of the block's context share them; one object is never used by two threads at once here."""
+    token = _KEPT_OPEN.set({}) if _KEPT_OPEN.get() is None else None
+    try:
+        yield
+    finally:
+        if token is not None:
+            _KEPT_OPEN.reset(token)
 
 
 def arrow_filesystem(table_uri: str) -> Any:

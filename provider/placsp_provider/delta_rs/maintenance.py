@@ -35,6 +35,11 @@ def maintain_tables(lake: LakePath, tables: Sequence[str] = LAKE_TABLES) -> dict
             before = data_files(path)
             step = "VACUUM"
             delta.vacuum(dry_run=False)
+            # The ingest's MERGEs leave expired log files (`silver_write._merge`); a checkpoint first,
+            # so the log entries older than the table's log retention (30 days) can go.
+            step = "checkpoint"
+            delta.create_checkpoint()
+            delta.cleanup_metadata()
         except CommitFailedError as err:
             raise commit_conflict(table, step, err) from err
         done[table] = table_done(

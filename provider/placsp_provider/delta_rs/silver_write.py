@@ -13,10 +13,11 @@ A batch here fits the driver's memory (`ingest.engines.choose_engine`: up to
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from datetime import datetime
+from functools import partial
 from typing import Any
 
 import pyarrow as pa
@@ -25,8 +26,8 @@ from placsp_provider.ingest import rules
 from placsp_provider.ingest.batch import StagedBatch
 from placsp_provider.ingest.rules import BUSINESS_KEYS
 from placsp_provider.ingest.tables import UTC_TS, table_schema
-from placsp_provider.lake import CHILD_TABLES, table_path
-from placsp_provider.lake_storage import LakePath
+from placsp_provider.lake import CHILD_TABLES, SILVER_TABLES, table_path
+from placsp_provider.lake_storage import LakePath, side_by_side
 from placsp_provider.table_files import table_files, text_in
 
 # What a MERGE changed, from the metrics delta-rs returns, under the names the run summary uses.
@@ -54,6 +55,9 @@ def _write_batch(
     batch: StagedBatch, rows: Mapping[str, pa.Table], dead_letters: pa.Table, reconciliation: pa.Table
 ) -> dict[str, Any]:
     lake, dataset = batch.lake, batch.dataset
+    _open_side_by_side(
+        lake, ["reconciliation", *(["dead_letters"] if dead_letters.num_rows else []), *_silver_used(rows)]
+    )
     dead = nothing_changed()
     if dead_letters.num_rows:
         dead = _insert_only(lake, "dead_letters", dataset, dead_letters, ("dead_letter_id",))
@@ -77,6 +81,7 @@ def _merge_silver(
 ) -> dict[str, Any]:
     stamp = {"_ingest_run_id": (run_id, pa.string()), "_ingested_at": (started, UTC_TS)}
     metrics: dict[str, Any] = {t: nothing_changed() for t in ("entries", *CHILD_TABLES)}
+    _open_side_by_side(lake, _silver_used(rows))  # no request when `_write_batch` opened them
     if not rows["entries"].num_rows:  # children come only with valid entries: tombstones alone
         log = _insert_tombstones(lake, dataset, rows["tombstones"], stamp)
         applied = _apply_tombstones(lake, dataset, _ids(rows["tombstones"]))
@@ -108,20 +113,26 @@ def _merge_silver(
         metrics["entries"] = _execute(
             merge.when_matched_update_all(predicate=rules.ENTRY_REPLACES).when_not_matched_insert_all()
         )
-    deleted = dict.fromkeys(CHILD_TABLES, 0)
     # Held ones are always cleaned, also when the entries MERGE changed nothing: a run that died
     # after it left the older children behind. Held none, yet the MERGE replaced some: a writer
     # added them since the read (delta-rs's conflict check makes this rare): cleaned too.
-    if was_held or metrics["entries"]["updated"] > 0:
-        deleted = {t: _delete_older_children(lake, t, dataset, eligible_rows) for t in CHILD_TABLES}
-    log = _insert_tombstones(lake, dataset, rows["tombstones"], stamp)
+    clean = was_held or metrics["entries"]["updated"] > 0
+    round_one: dict[str, Callable[[], Any]] = {
+        "tombstones": partial(_insert_tombstones, lake, dataset, rows["tombstones"], stamp)
+    }
+    if clean:
+        round_one |= {t: partial(_delete_older_children, lake, t, dataset, eligible_rows) for t in CHILD_TABLES}
+    done = side_by_side(round_one)  # a round's steps write different tables; the rounds stay in order (0022)
+    deleted = {t: done.get(t, 0) for t in CHILD_TABLES}
 
     winners = set(eligible)
-    for table in CHILD_TABLES:
-        inserted = _insert_children(lake, table, dataset, rows[table], winners, stamp, repeated_versions)
-        metrics[table] = {**inserted, "deleted": deleted[table]}
     touched = _ids(rows["tombstones"]) | {e[0] for e in eligible}
-    metrics["tombstones"] = {**log, "applied_to_entries": _apply_tombstones(lake, dataset, touched)}
+    round_two: dict[str, Callable[[], Any]] = {
+        t: partial(_insert_children, lake, t, dataset, rows[t], winners, stamp, repeated_versions) for t in CHILD_TABLES
+    }
+    done |= side_by_side({**round_two, "applied": partial(_apply_tombstones, lake, dataset, touched)})
+    metrics |= {t: {**done[t], "deleted": deleted[t]} for t in CHILD_TABLES}
+    metrics["tombstones"] = {**done["tombstones"], "applied_to_entries": done["applied"]}
     return metrics
 
 
@@ -232,9 +243,31 @@ def _open(lake: LakePath, table: str) -> Any:
     return opened[uri(path)]
 
 
+def _silver_used(rows: Mapping[str, pa.Table]) -> tuple[str, ...]:
+    """The Silver tables `merge_silver` reads or writes for these rows."""
+    if rows["entries"].num_rows:
+        return SILVER_TABLES
+    return ("tombstones", "entries") if rows["tombstones"].num_rows else ()
+
+
+def _open_side_by_side(lake: LakePath, tables: Iterable[str]) -> None:
+    """The tables this write uses opened at once: on S3 an open waits on a request per log file."""
+    side_by_side({t: partial(_open, lake, t) for t in tables})
+
+
 def _merge(target: Any, source: pa.Table, keys: Iterable[str], dataset: str) -> Any:
-    """A MERGE of `source` (alias `s`) into the table `target` (alias `t`) on `rules.on(keys, dataset)`."""
-    return target.merge(source, rules.on(keys, dataset), source_alias="s", target_alias="t")
+    """A MERGE of `source` (alias `s`) into the table `target` (alias `t`) on `rules.on(keys, dataset)`.
+
+    Without delta-rs's expired-log cleanup after the commit: it lists the whole `_delta_log` on every
+    commit (a request per commit on S3; decision 0039) and can only remove something once a checkpoint
+    exists. Table maintenance checkpoints and cleans up instead (`delta_rs.maintenance`, Spark's).
+    """
+    from deltalake import PostCommitHookProperties
+
+    hooks = PostCommitHookProperties(cleanup_expired_logs=False)
+    return target.merge(
+        source, rules.on(keys, dataset), source_alias="s", target_alias="t", post_commithook_properties=hooks
+    )
 
 
 def _execute(merge: Any) -> dict[str, int]:

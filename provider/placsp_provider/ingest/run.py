@@ -25,7 +25,7 @@ from placsp_provider.ingest.staging import run_staging
 from placsp_provider.ingest.summary import RunSummary, empty_summary, fill_summary, finish
 from placsp_provider.ingest.tables import add_missing_columns, tables_exist
 from placsp_provider.ingest.tally import plan_batch, tally_files
-from placsp_provider.lake_storage import LakePath
+from placsp_provider.lake_storage import LakePath, tables_kept_open
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +37,7 @@ def ingest(request: IngestRequest, engine: str | None = None, *, spark: Any = No
     name = choose_engine(request, engine)
     ds, lake = request.dataset, request.lake.resolve()
     request = dataclasses.replace(request, lake=lake)
-    with engine_parts(name, spark) as (parser, writer):
+    with engine_parts(name, spark) as (parser, writer), tables_kept_open():
         prepare_tables(parser, lake, ds.key)
         started = datetime.now(UTC).replace(microsecond=0)
         pages, skipped = pages_to_ingest(request)

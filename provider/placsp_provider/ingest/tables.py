@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import logging
 import re
+from functools import partial
 
 import pyarrow as pa
 
 from placsp_provider.ingest.retry import CONFLICT_ATTEMPTS
 from placsp_provider.lake import LAKE_TABLES, table_path
-from placsp_provider.lake_storage import LakePath, open_table
+from placsp_provider.lake_storage import LakePath, open_table, side_by_side
 from placsp_provider.parser.silver_schema import RECORD_DIGEST, SCHEMAS
 
 log = logging.getLogger(__name__)
@@ -99,7 +100,9 @@ _COMMIT_FILE = re.compile(r"^\d{20}\.(json|checkpoint\b.*\.(parquet|json))$")
 
 
 def tables_exist(lake: LakePath) -> bool:
-    return all(has_commit(table_path(lake.resolve(), t)) for t in LAKE_TABLES)
+    """Every table of the lake exists (one listing each, side by side: a request each on S3)."""
+    root = lake.resolve()
+    return all(side_by_side({t: partial(has_commit, table_path(root, t)) for t in LAKE_TABLES}).values())
 
 
 def add_missing_columns(lake: LakePath) -> list[str]:
