@@ -59,17 +59,20 @@ def record_versions(context: Any, lake: LakePath) -> dict[str, dict[str, Any]]:
     """Each outlet event of the running task carries the Delta version of its table, read right after
     the task's writes, and the table's rows at that version (from the Delta log's file statistics):
     a consumer reads exactly what the event announced (`lake_storage.open_table(path, version)`), not whatever is
-    newest when it runs. Returns the extras by Asset URI (for the log)."""
+    newest when it runs; `delta_version` None when the table does not exist yet. Returns the extras
+    by Asset URI."""
     from placsp_provider.table_files import table_state
 
     tables = {lake_asset(t, lake).uri: t for t in (*LAKE_TABLES, QUALITY_RESULTS_TABLE)}
     extras = {}
     for asset in getattr(context["task"], "outlets", None) or []:
         table = tables.get(str(getattr(asset, "uri", "")))
-        state = table_state(_location(lake, table)) if table else None
-        if state is not None:  # an Asset of another lake, or a table not written yet: nothing to say
-            extras[asset.uri] = {"table": table, "delta_version": state[0], "rows": state[1]}
-            context["outlet_events"][asset].extra.update(extras[asset.uri])
+        if table is None:  # an Asset of another lake (a parse-time default): not ours to describe
+            continue
+        # No table yet (a task with nothing to write on a fresh lake): version None, no rows.
+        version, rows = table_state(_location(lake, table)) or (None, 0)
+        extras[asset.uri] = {"table": table, "delta_version": version, "rows": rows}
+        context["outlet_events"][asset].extra.update(extras[asset.uri])
     return extras
 
 

@@ -50,6 +50,10 @@ with DAG(
         # by hand (no event): the latest version.
         announced = [(e.extra or {}).get("delta_version") for e in triggers]
         version = max((v for v in announced if isinstance(v, int)), default=None)
+        if triggers and version is None and all("delta_version" in (e.extra or {}) for e in triggers):
+            # Every event says the table did not exist yet (a Silver task with nothing to write on a
+            # fresh lake): nothing to export.
+            return {"table": path, "version": None, "entries_by_dataset": {}, "triggered_by": []}
         table = open_table(table_path(lake, "entries"), version)
         datasets = table_files(table).to_table(columns=["dataset"]).column("dataset").to_pylist()
         events = [
