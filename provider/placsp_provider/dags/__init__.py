@@ -7,3 +7,16 @@ as PLACSP_DEAD_LETTER_SEVERITY) comes from that process's environment. Like ever
 parses, these modules import only `airflow.sdk` and the provider's thin modules at module level
 (`make lint`'s import contracts).
 """
+
+# The dag_id of every DAG here (one module each): who may read any of them may see the PLACSP view
+# (placsp_provider.ui.access).
+DAG_IDS = (
+    "placsp_backfill",
+    "placsp_completeness",
+    "placsp_daily",
+    "placsp_dead_letter_monitor",
+    "placsp_dead_letter_replay",
+    "placsp_dead_letter_reprocess",
+    "placsp_maintenance",
+    "placsp_silver_entries_export",
+)

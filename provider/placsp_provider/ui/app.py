@@ -1,0 +1,19 @@
+"""The PLACSP view's FastAPI app (mounted by the API server at `URL_PREFIX`, ui/plugin.py)."""
+
+from __future__ import annotations
+
+from fastapi import FastAPI
+from fastapi.responses import HTMLResponse
+
+from placsp_provider.ui.access import PlacspReader
+
+URL_PREFIX = "/placsp"
+
+# No OpenAPI pages: every route is behind Airflow's login (ui/access.py).
+app = FastAPI(title="PLACSP view", docs_url=None, redoc_url=None, openapi_url=None)
+
+
+@app.get("/", response_class=HTMLResponse)
+def overview(user: PlacspReader) -> str:
+    del user
+    return "<!doctype html><title>PLACSP</title><h1>PLACSP</h1>"
