@@ -6,11 +6,13 @@ from fastapi import FastAPI
 from fastapi.responses import HTMLResponse
 
 from placsp_provider.ui.access import PlacspReader
+from placsp_provider.ui.render import NoStoreMiddleware
 
 URL_PREFIX = "/placsp"
 
 # No OpenAPI pages: every route is behind Airflow's login (ui/access.py).
 app = FastAPI(title="PLACSP view", docs_url=None, redoc_url=None, openapi_url=None)
+app.add_middleware(NoStoreMiddleware)  # nothing of the lake cached outside it (ui/render.py)
 
 
 @app.get("/", response_class=HTMLResponse)
