@@ -147,7 +147,17 @@ def maintenance_summary_path(lake: LakePath, run_id: str) -> LakePath:
 
 
 def completeness_report_path(lake: LakePath, dataset: str, month: date) -> LakePath:
-    return lake / "completeness" / dataset / f"{month:%Y-%m}.json"
+    return completeness_dir(lake, dataset) / f"{month:%Y-%m}.json"
+
+
+def completeness_dir(lake: LakePath, dataset: str) -> LakePath:
+    return lake / "completeness" / dataset
+
+
+def completeness_reports(lake: LakePath, dataset: str) -> list[LakePath]:
+    """Every completeness report of a dataset, oldest month first."""
+    folder = completeness_dir(lake, dataset)
+    return sorted(folder.glob("*.json"), key=str) if folder.is_dir() else []
 
 
 def quality_results_path(lake: LakePath) -> LakePath:

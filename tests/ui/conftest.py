@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -96,7 +97,30 @@ def ui_app_env(ui_lake: Path, tmp_path_factory: pytest.TempPathFactory, airflow_
 
 
 @pytest.fixture(scope="module")
-def ui_client(ui_app_env: None) -> Iterator:
+def ui_daily_run(airflow_db: None) -> str:  # noqa: F811
+    """The placsp_daily run whose id the lake's rows carry, in Airflow's metadata DB (what the
+    scheduler would have written), so the view can link it; inserted once per session."""
+    from airflow.models.dagrun import DagRun
+    from airflow.utils.session import create_session
+    from airflow.utils.state import DagRunState
+    from airflow.utils.types import DagRunType
+
+    with create_session() as session:
+        if not session.query(DagRun).filter_by(dag_id="placsp_daily", run_id=UI_RUN_ID).count():
+            session.add(
+                DagRun(
+                    dag_id="placsp_daily",
+                    run_id=UI_RUN_ID,
+                    run_type=DagRunType.SCHEDULED,
+                    logical_date=datetime(2026, 1, 5, tzinfo=UTC),
+                    state=DagRunState.SUCCESS,
+                )
+            )
+    return UI_RUN_ID
+
+
+@pytest.fixture(scope="module")
+def ui_client(ui_app_env: None, ui_daily_run: str) -> Iterator:
     from airflow.api_fastapi.app import create_app
     from fastapi.testclient import TestClient
 

@@ -27,7 +27,7 @@ import logging
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -171,6 +171,18 @@ class CompletenessReport:
         )
         gaps = {d: self.days[d].recovered for d in self.gap_days()}
         return {key: gaps if key == "gap_days" else getattr(self, key) for key in keys.split()}
+
+    @classmethod
+    def from_json(cls, text: str) -> CompletenessReport:
+        """A report as `to_json` wrote it (`status` and `confirmed` are derived again, not read); a
+        field this release does not know is left out."""
+        data = json.loads(text)
+        known, day_fields = {f.name for f in fields(cls)}, {f.name for f in fields(DayCounts)}
+        days = {
+            day: DayCounts(**{k: v for k, v in counts.items() if k in day_fields})
+            for day, counts in (data.get("days") or {}).items()
+        }
+        return cls(**{k: v for k, v in data.items() if k in known and k != "days"}, days=days)
 
     def to_json(self) -> str:
         out = asdict(self)

@@ -148,6 +148,23 @@ class VolumeCheck:
         )
 
 
+# quality_results has no column for the day a volume row judged: its message starts with
+# "<dataset> <YYYY-MM-DD>:" (`VolumeCheck.message`), which readers match with this (the PLACSP view).
+MESSAGE_DAY_PATTERN = r"^\S+ (\d{4}-\d{2}-\d{2}):"
+
+
+def band_of(expected: str) -> tuple[float, float] | None:
+    """(lower, upper) as a volume row's `expected` records them (`VolumeCheck.expected`: bounds rounded,
+    never below 0); None for a skipped check."""
+    lower, sep, upper = expected.partition(" to ")
+    if not sep:
+        return None
+    try:
+        return float(lower.replace(",", "")), float(upper.replace(",", ""))
+    except ValueError:
+        return None
+
+
 def is_anomaly(count: float, lower: float, upper: float) -> bool:
     """Strict interval: a count on a bound is an anomaly."""
     return not (lower < count < upper)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from datetime import date
 from typing import Annotated, Any
-from urllib.parse import quote, urlencode
+from urllib.parse import urlencode
 
 from fastapi import APIRouter, HTTPException, Query, Request
 from fastapi.responses import HTMLResponse, JSONResponse
@@ -17,26 +17,17 @@ from fastapi.responses import HTMLResponse, JSONResponse
 from placsp_provider import settings
 from placsp_provider.datasets import DATASETS
 from placsp_provider.ui import queries
-from placsp_provider.ui.access import PlacspReader
+from placsp_provider.ui.access import PlacspReader, readable_dags
 from placsp_provider.ui.render import page
+from placsp_provider.ui.run_links import DEAD_LETTER_WRITERS, REPLAY_WRITERS, run_links
+from placsp_provider.ui.view_state import ViewStateError, lake_root
 
 router = APIRouter()
 
 DEFAULT_DAYS = 30
 DEFAULT_PAGE_SIZE = 50
-# Which DAG and task wrote a dead letter: the table holds the run id, not the DAG. Airflow's runs of
-# the Silver ingest are placsp_daily's task `silver_<dataset>`; a replay is placsp_dead_letter_replay's
-# task `replay`. The CLI's runs (`cli__...`) have no Airflow page.
-INGEST_DAG, REPLAY_DAG, REPLAY_TASK = "placsp_daily", "placsp_dead_letter_replay", "replay"
-CLI_RUN_PREFIX = "cli__"
 
 Days = Annotated[int, Query(ge=1, le=366)]
-
-
-def _lake() -> Any:
-    from placsp_provider.hooks.lake import LakeHook
-
-    return LakeHook().lake(None)
 
 
 def _dataset(key: str) -> str:
@@ -45,7 +36,7 @@ def _dataset(key: str) -> str:
     return key
 
 
-def _message(request: Request, state: queries.ViewStateError, title: str, **context: Any) -> HTMLResponse:
+def _message(request: Request, state: ViewStateError, title: str, **context: Any) -> HTMLResponse:
     return page(request, "message.html", state.status_code, title=title, message=state.message, **context)
 
 
@@ -53,10 +44,10 @@ def _message(request: Request, state: queries.ViewStateError, title: str, **cont
 @router.get("/", response_class=HTMLResponse)
 def overview(request: Request, user: PlacspReader, days: Days = DEFAULT_DAYS) -> HTMLResponse:
     del user
-    lake = _lake()
+    lake = lake_root()
     try:
         found = queries.summaries(lake, list(DATASETS), days)
-    except queries.ViewStateError as state:
+    except ViewStateError as state:
         return _message(request, state, "Dead letters", lake=str(lake))
     charts = {key: daily_chart(s.daily, s.since, days) for key, s in found.items()}
     return page(
@@ -75,8 +66,8 @@ def overview(request: Request, user: PlacspReader, days: Days = DEFAULT_DAYS) ->
 def api_summary(user: PlacspReader, dataset: str, days: Days = DEFAULT_DAYS) -> JSONResponse:
     del user
     try:
-        found = queries.summaries(_lake(), [_dataset(dataset)], days)[dataset]
-    except queries.ViewStateError as state:
+        found = queries.summaries(lake_root(), [_dataset(dataset)], days)[dataset]
+    except ViewStateError as state:
         return JSONResponse({"message": state.message}, state.status_code)
     return JSONResponse(
         {"backlog": found.backlog, "daily": found.daily, "gate_max_ratio": settings.dead_letter_max_ratio()}
@@ -116,7 +107,6 @@ def dead_letters(
     page_number: Annotated[int, Query(alias="page", ge=1)] = 1,
     page_size: Annotated[int, Query(ge=1, le=queries.MAX_PAGE_SIZE)] = DEFAULT_PAGE_SIZE,
 ) -> HTMLResponse:
-    del user
     selection = queries.DeadLetterFilter(
         dataset=_dataset(dataset),
         stages=tuple(s for s in stage if s),
@@ -128,14 +118,14 @@ def dead_letters(
     )
     context: dict[str, Any] = {"selection": selection, "statuses": queries.STATUSES, "datasets": list(DATASETS)}
     try:
-        found = queries.browse(_lake(), selection, page_number, page_size)
-    except queries.ViewStateError as state:
+        found = queries.browse(lake_root(), selection, page_number, page_size)
+    except ViewStateError as state:
         return _message(request, state, "Dead letters", **context)
     return page(
         request,
         "dead_letters.html",
         found=found,
-        rows=[{**row, "links": run_links(row)} for row in found.rows],
+        rows=with_run_links(found.rows, readable_dags(user)),
         prev_href=_browse_href(request, page_number - 1) if page_number > 1 else None,
         next_href=_browse_href(request, page_number + 1) if found.has_next else None,
         replay_href=replay_href(selection),
@@ -158,18 +148,22 @@ def replay_href(selection: queries.DeadLetterFilter) -> str:
     return "replay?" + urlencode(params)
 
 
-def run_links(row: dict[str, Any]) -> list[dict[str, str]]:
-    """Links to the Airflow runs (and task logs) that wrote this row: the insert, and the replay."""
-    links = []
-    for kind, run_id, dag_id, task_id in (
-        ("inserted by", row.get("run_id"), INGEST_DAG, f"silver_{row['dataset']}"),
-        ("replayed by", row.get("replay_run_id"), REPLAY_DAG, REPLAY_TASK),
-    ):
-        if not run_id or run_id.startswith(CLI_RUN_PREFIX):
-            continue
-        run = f"../dags/{quote(dag_id, safe='')}/runs/{quote(run_id, safe='')}"
-        links.append({"kind": kind, "run_id": run_id, "run": run, "log": f"{run}/tasks/{quote(task_id, safe='')}"})
-    return links
+def with_run_links(rows: list[dict[str, Any]], readable: set[str]) -> list[dict[str, Any]]:
+    """Each row with `links`: the runs that wrote it (its insert, its last replay) and their task
+    logs; one lookup per kind for the page."""
+    kinds = (("inserted by", "run_id", DEAD_LETTER_WRITERS), ("replayed by", "replay_run_id", REPLAY_WRITERS))
+    found = {
+        column: run_links([(r[column], r["dataset"]) for r in rows], writers, readable) for _, column, writers in kinds
+    }
+    out = []
+    for row in rows:
+        links = []
+        for kind, column, _ in kinds:
+            link = found[column].get((row[column], row["dataset"]))
+            if link:
+                links.append({"kind": kind, "run_id": link.run_id, "run": link.run_href, "log": link.task_href})
+        out.append({**row, "links": links})
+    return out
 
 
 # -- one raw record -------------------------------------------------------------------------------
@@ -177,8 +171,8 @@ def run_links(row: dict[str, Any]) -> list[dict[str, str]]:
 def raw(request: Request, user: PlacspReader, dead_letter_id: str, dataset: str | None = None) -> HTMLResponse:
     del user
     try:
-        found = queries.raw_record(_lake(), dead_letter_id, _dataset(dataset) if dataset else None)
-    except queries.ViewStateError as state:
+        found = queries.raw_record(lake_root(), dead_letter_id, _dataset(dataset) if dataset else None)
+    except ViewStateError as state:
         return _message(request, state, "Raw record")
     if found is None:
         raise HTTPException(404, "No dead letter has this id.")

@@ -5,14 +5,12 @@ as a pyarrow dataset that DuckDB scans with the filters and the columns pushed d
 GROUP BYs run in DuckDB, and a page of the browser is a LIMIT/OFFSET: no read loads the table into
 Python, and the view keeps nothing between requests (no cache outside the lake). No JVM.
 
-A state the view cannot show numbers for raises `ViewStateError` with the sentence to show instead:
-no lake, no table, a table another run is committing to (read once more, then said), a lake that
-cannot be reached (503).
+A state the view cannot show numbers for raises `view_state.ViewStateError` with the sentence to
+show instead.
 """
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -21,9 +19,8 @@ from typing import Any, TypeVar
 
 from placsp_provider.dead_letters.lifecycle import ABANDONED, FIXED, QUARANTINED, REPLAYED
 from placsp_provider.lake import DEAD_LETTER_TABLE, table_path
-from placsp_provider.lake_storage import LakePath, is_local
-
-log = logging.getLogger(__name__)
+from placsp_provider.lake_storage import LakePath
+from placsp_provider.ui.view_state import read_twice, require_table
 
 STATUSES = (QUARANTINED, FIXED, REPLAYED, ABANDONED)  # the backlog's columns, in lifecycle order
 # The day of a dead letter: the UTC day its run started (`processing_timestamp`, the run that first
@@ -46,15 +43,6 @@ PAGE_COLUMNS = (
 MAX_PAGE_SIZE = 500
 
 T = TypeVar("T")
-
-
-class ViewStateError(Exception):
-    """The lake cannot give the numbers asked for; `message` says why, as one sentence for a person."""
-
-    def __init__(self, message: str, status_code: int = 200) -> None:
-        super().__init__(message)
-        self.message = message
-        self.status_code = status_code
 
 
 @dataclass(frozen=True)
@@ -115,15 +103,8 @@ def _dead_letters(lake: LakePath, dataset: str | None) -> Iterator[Any]:
     from placsp_provider.lake_storage import open_table
     from placsp_provider.table_files import table_files, with_string_views
 
-    if is_local(lake) and not lake.is_dir():
-        raise ViewStateError(
-            f"There is no lake at {lake}: no extraction has run yet, or PLACSP_LAKE names the wrong place."
-        )
     path = dead_letter_table(lake)
-    if not (path / "_delta_log").is_dir():
-        raise ViewStateError(
-            f"The lake {lake} has no dead_letters table yet: no Silver ingest has run, so nothing was dead-lettered."
-        )
+    require_table(lake, path, DEAD_LETTER_TABLE, "no Silver ingest has run, so nothing was dead-lettered.")
     table = open_table(path)
     pruning = [("dataset", "=", dataset)] if dataset else None
     files = table_files(table, pruning)
@@ -136,29 +117,13 @@ def _dead_letters(lake: LakePath, dataset: str | None) -> Iterator[Any]:
 
 
 def _read(lake: LakePath, dataset: str | None, query: Callable[[Any], T]) -> T:
-    """`query(con)` over the dead letters; read once more if it fails (a commit, or a compaction's
-    removal of files, between reading the log and the files), then say so."""
-    import duckdb
-    import pyarrow as pa
-    from deltalake.exceptions import DeltaError
+    """`query(con)` over the dead letters, read once more if a commit got in the way (view_state)."""
 
-    for attempt in (1, 2):
-        try:
-            with _dead_letters(lake, dataset) as con:
-                return query(con)
-        except ViewStateError:
-            raise
-        except (DeltaError, pa.ArrowException, duckdb.Error, FileNotFoundError) as err:
-            log.warning("reading %s failed (attempt %d): %s", dead_letter_table(lake), attempt, err)
-            failure: BaseException = err
-        except OSError as err:
-            raise ViewStateError(
-                f"The lake {lake} cannot be reached right now ({type(err).__name__}); try again in a moment.", 503
-            ) from err
-    raise ViewStateError(
-        f"The dead_letters table of {lake} is being written by another run right now and could not be read "
-        "twice in a row; reload the page in a moment."
-    ) from failure
+    def read() -> T:
+        with _dead_letters(lake, dataset) as con:
+            return query(con)
+
+    return read_twice(read, what=f"The {DEAD_LETTER_TABLE} table of {lake}")
 
 
 # -- what the pages show --------------------------------------------------------------------------
