@@ -207,6 +207,76 @@ def test_tables_are_assets_and_the_downstream_dag_ran_on_them(daily, api, stack)
     assert sum(export["entries_by_dataset"].values()) == len(datasets)
 
 
+# -- the PLACSP view in the Airflow UI ------------------------------------------------------------
+
+
+def test_the_placsp_view_shows_what_the_tables_hold(daily, stack, out, timings) -> None:
+    """Before the replay below changes anything: a person logs in, opens the view from the UI's nav,
+    reads the backlog, filters to the 643 dead letters, opens a raw record, presses "Replay these"
+    and lands on the filled form. Every number is counted here from the Delta table."""
+    import requests
+
+    from placsp_provider.dead_letters.lifecycle import ABANDONED, FIXED, QUARANTINED, REPLAYED
+    from placsp_provider.table_files import read_table
+    from tests.system.browser import airflow_page
+    from tests.system.deployment import COMPOSE_VARIABLES
+
+    start = time.monotonic()
+    rows = read_table(
+        stack.lake / "dead_letters", columns=["dataset", "dead_letter_id", "status", "raw_record"]
+    ).to_pylist()
+    backlog = {
+        (d, s): sum(1 for r in rows if r["dataset"] == d and r["status"] == s)
+        for d in DATASETS
+        for s in (QUARANTINED, FIXED, REPLAYED, ABANDONED)
+    }
+    licitaciones = {r["dead_letter_id"]: r["raw_record"] for r in rows if r["dataset"] == "licitaciones"}
+    assert len(licitaciones) == 3 and backlog[("licitaciones", QUARANTINED)] == 3  # the broken 643 page
+
+    # Nothing for a request without Airflow's login, from the real API server.
+    for path in ("/placsp/", "/placsp/api/summary?dataset=licitaciones", "/placsp/dead-letters?dataset=licitaciones"):
+        anonymous = requests.get(f"{stack.api}{path}", timeout=30)
+        assert anonymous.status_code == 401 and "dead_letter" not in anonymous.text, path
+
+    shots = out / "screenshots"
+    user, password = COMPOSE_VARIABLES["AIRFLOW_ADMIN_USER"], COMPOSE_VARIABLES["AIRFLOW_ADMIN_PASSWORD"]
+    with airflow_page(stack.api, user, password, shots) as page:
+        # The UI's nav entry: the view in the UI's own frame.
+        page.goto(f"{stack.api}/plugin/placsp")
+        frame = page.frame_locator("iframe").first
+        frame.locator("section[data-dataset='licitaciones']").wait_for()
+        page.screenshot(path=str(shots / "placsp_view_in_the_ui.png"), full_page=True)
+
+        page.goto(f"{stack.api}/placsp/")
+        shown = {
+            (d, s): int(page.locator(f"section[data-dataset='{d}'] td[data-status='{s}']").inner_text())
+            for d, s in backlog
+        }
+        assert shown == backlog
+        page.screenshot(path=str(shots / "placsp_overview.png"), full_page=True)
+
+        page.locator("section[data-dataset='licitaciones'] a.browse").click()
+        page.locator("#dead-letters").wait_for()
+        assert page.locator("#matching").inner_text() == str(len(licitaciones))
+        ids = page.locator("tr[data-dead-letter-id]").evaluate_all("rows => rows.map(r => r.dataset.deadLetterId)")
+        assert sorted(ids) == sorted(licitaciones)
+        page.screenshot(path=str(shots / "placsp_dead_letters.png"), full_page=True)
+
+        first = ids[0]
+        page.locator(f"tr[data-dead-letter-id='{first}'] a.raw").click()
+        page.locator("#raw-record").wait_for()
+        assert page.locator("#raw-record").text_content() == licitaciones[first]
+        page.screenshot(path=str(shots / "placsp_raw_record.png"), full_page=True)
+
+        page.go_back()
+        page.locator("#replay-these").click()
+        page.locator("#replay-form").wait_for()
+        assert page.locator("#param-dataset").input_value() == "licitaciones"
+        assert page.locator("#trigger-replay").is_visible()  # the admin may trigger; not pressed here
+        page.screenshot(path=str(shots / "placsp_replay_these.png"), full_page=True)
+    timings["the PLACSP view"] = time.monotonic() - start
+
+
 # -- the replay, from the UI ---------------------------------------------------------------------
 
 
