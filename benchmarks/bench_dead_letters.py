@@ -12,7 +12,11 @@ Measured, each in a fresh child interpreter (imports not timed; peak RSS is that
 1. The check: `count_dead_letters(lake, dataset=D, stages=[S])`, what a sensor with `stages=` reads:
    partition pruning, file-statistics pruning, a row filter pushed into the Parquet scan, four columns.
 2. The sensor's two scopes: one run (`dataset` + `run_id`) and the backlog (`dataset` + `status`).
-3. Reference: a full scan, every column of every file into Arrow (`table_files.table_files(...).to_table()`),
+3. The PLACSP view's reads (ui/queries.py, DuckDB over the table's files): the overview (backlog by
+   status and dead letters per day and error type of the last 30 days, every dataset), and a page of
+   the browser (one dataset's quarantined dead letters: their count and 50 rows, newest first), the
+   first page and page 1,000.
+4. Reference: a full scan, every column of every file into Arrow (`table_files.table_files(...).to_table()`),
    then the same filter and counts in pyarrow.
 
 The page cache is warm for all (one unmeasured pass of each first); medians of `repeats` runs, in
@@ -35,7 +39,7 @@ from benchmarks._common import BenchResult, Table, child_main, med, peak_rss_mb,
 from benchmarks._lake import append_rows
 
 NAME = "dead_letters"
-TITLE = "Dead-letter threshold check (delta-rs, pruned) vs full table scan"
+TITLE = "Dead-letter threshold check and the PLACSP view's reads vs full table scan"
 SEED = 20251129
 
 # dataset -> share of the rows; stage -> (share, error types)
@@ -46,6 +50,7 @@ _STAGES = {
     "reconciliation": (0.05, ("count_mismatch",)),
 }
 CHECK_DATASET, CHECK_STAGE = "agregadas", "validation"
+VIEW_PAGE_SIZE, VIEW_DEEP_PAGE = 50, 1_000
 
 
 @dataclass(frozen=True)
@@ -74,8 +79,13 @@ def run(quick: bool = False) -> BenchResult:
             "check": {"dataset": CHECK_DATASET, "stages": [CHECK_STAGE]},
             "run": {"dataset": CHECK_DATASET, "run_id": run_id},
             "backlog": {"dataset": CHECK_DATASET, "status": "quarantined"},
+            "view_overview": {"today": truth["last_day"]},
+            "view_page": {"dataset": CHECK_DATASET, "status": "quarantined", "page": 1},
+            "view_deep_page": {"dataset": CHECK_DATASET, "status": "quarantined", "page": VIEW_DEEP_PAGE},
             "full_scan": {"dataset": CHECK_DATASET, "stages": [CHECK_STAGE]},
         }
+        if quick:  # the quick table has fewer rows than the deep page needs
+            cases["view_deep_page"]["page"] = 2
         expected = {name: _expected(truth, selection) for name, selection in cases.items()}
         for name, selection in cases.items():  # warm the page cache, check the answers
             result = run_child(__name__, {"task": name, "lake": str(lake), "selection": selection})
@@ -89,7 +99,9 @@ def run(quick: bool = False) -> BenchResult:
             for name in order:
                 payload = {"task": name, "lake": str(lake), "selection": cases[name]}
                 measures[name].append(run_child(__name__, payload))
-        files_opened = {name: _files_opened(lake, cases[name], name == "full_scan") for name in cases}
+        files_opened = {
+            name: _files_opened(lake, cases[name], name in ("full_scan", "view_overview")) for name in cases
+        }
     raw = {"config": cfg.__dict__, "quick": quick, "table": table | {"generation_seconds": generation_s}}
     raw |= {"cases": cases, "files_opened": files_opened, "expected": expected, "measures": measures}
     return report(raw, time.perf_counter() - started)
@@ -111,7 +123,7 @@ def _files_opened(lake: Path, selection: dict[str, Any], full: bool) -> int:
     table = DeltaTable(str(lake / "dead_letters"))
     if full:
         return len(table.file_uris())
-    query = _query(lake, selection)
+    query = _query(lake, {k: v for k, v in selection.items() if k != "page"})
     return len(table.file_uris(file_pruning_predicate=query.pruning_filters()))
 
 
@@ -159,7 +171,8 @@ def _write_table(lake: Path, cfg: Config) -> dict[str, Any]:
             counts[(dataset, stage, run_id, status)] += 1
             rows.append(_row(dataset, stage, error_type, status, run_id, r, i))
         append_rows(lake, "dead_letters", rows)
-    return {"counts": counts, "run_ids": run_ids}
+    last_day = (datetime(2025, 1, 1, tzinfo=UTC) + timedelta(days=cfg.runs - 1)).date().isoformat()
+    return {"counts": counts, "run_ids": run_ids, "last_day": last_day}
 
 
 _RAW = (
@@ -268,13 +281,68 @@ def _child_full_scan(payload: dict[str, Any]) -> dict[str, Any]:
 _child_run = _child_backlog = _child_check  # the sensor's two scopes: the same count, other selections
 
 
+def _child_view_overview(payload: dict[str, Any]) -> dict[str, Any]:
+    """The view's overview, as its page reads it: every dataset, the last 30 days up to `today`."""
+    _warm_view_imports()
+    from datetime import date
+
+    from placsp_provider.datasets import DATASETS
+    from placsp_provider.ui.queries import summaries
+
+    baseline = peak_rss_mb()
+    t = time.perf_counter()
+    found = summaries(
+        Path(payload["lake"]), list(DATASETS), 30, today=date.fromisoformat(payload["selection"]["today"])
+    )
+    seconds = time.perf_counter() - t
+    total = sum(s.total for s in found.values())
+    return {"seconds": seconds, "total": total, "peak_rss_mb": peak_rss_mb(), "baseline_rss_mb": baseline}
+
+
+def _child_view_page(payload: dict[str, Any]) -> dict[str, Any]:
+    """One page of the view's browser: the filter's count and `VIEW_PAGE_SIZE` rows."""
+    _warm_view_imports()
+    from placsp_provider.ui.queries import DeadLetterFilter, browse
+
+    selection = payload["selection"]
+    baseline = peak_rss_mb()
+    t = time.perf_counter()
+    found = browse(
+        Path(payload["lake"]),
+        DeadLetterFilter(dataset=selection["dataset"], status=selection["status"]),
+        selection["page"],
+        VIEW_PAGE_SIZE,
+    )
+    seconds = time.perf_counter() - t
+    if len(found.rows) != VIEW_PAGE_SIZE:
+        raise RuntimeError(f"page {selection['page']}: {len(found.rows)} rows, expected {VIEW_PAGE_SIZE}")
+    return {"seconds": seconds, "total": found.matching, "peak_rss_mb": peak_rss_mb(), "baseline_rss_mb": baseline}
+
+
+_child_view_deep_page = _child_view_page
+
+
+def _warm_view_imports() -> None:
+    _warm_imports()
+    import duckdb  # noqa: F401
+
+    import placsp_provider.ui.queries  # noqa: F401
+
+
 # -- report ---------------------------------------------------------------------------------------
 _LABELS = {
     "check": f"`count_dead_letters(dataset={CHECK_DATASET!r}, stages=[{CHECK_STAGE!r}])`",
     "run": "sensor scope run: `dataset` + `run_id`",
     "backlog": "sensor scope backlog: `dataset` + `status`",
+    "view_overview": "the view's overview: backlog and 30 days by error type, every dataset",
+    "view_page": f"the view's browser: `dataset` + `status`, count and {VIEW_PAGE_SIZE} rows, page 1",
+    "view_deep_page": f"the same, page {VIEW_DEEP_PAGE:,}",
     "full_scan": "reference: full scan into Arrow, then filter",
 }
+
+
+def _faster(ratio: float) -> str:
+    return f"{ratio:,.1f}x faster" if ratio >= 1 else f"{1 / ratio:,.1f}x slower"
 
 
 def report(raw: dict[str, Any], seconds: float) -> BenchResult:
@@ -286,7 +354,7 @@ def report(raw: dict[str, Any], seconds: float) -> BenchResult:
             f"{raw['expected'][name]:,}",
             f"{raw['files_opened'][name]} of {t['files']}",
             f"{med(ms[name]):.3f}",
-            "1.00x" if name == "full_scan" else f"{med(ms['full_scan']) / med(ms[name]):,.1f}x faster",
+            "1.00x" if name == "full_scan" else _faster(med(ms["full_scan"]) / med(ms[name])),
             f"{statistics.median(m['peak_rss_mb'] - m['baseline_rss_mb'] for m in ms[name]):,.0f}",
         ]
         for name, label in _LABELS.items()
