@@ -148,7 +148,10 @@ def delta_options(path: LakePath) -> dict[str, str]:
     """delta-rs storage options for a table at `path`: on S3, commits use conditional PUTs, so two
     writers never both commit the same version (no locking table needed); inside a `credentials`
     block, its values too (delta-rs reads the environment for the rest)."""
-    return {} if is_local(path) else {"conditional_put": "etag", **dict(_GIVEN.get())}
+    if is_local(path):
+        return {}
+    _not_in_a_fork()  # every delta-rs call on S3 takes these options
+    return {"conditional_put": "etag", **dict(_GIVEN.get())}
 
 
 def open_table(path: LakePath, version: int | None = None) -> Any:
@@ -391,24 +394,32 @@ def _s3_path_class() -> Any:
     return S3LakePath
 
 
+# Whether this process has used an S3 client (obstore's store, Arrow's AWS SDK, delta-rs on S3):
+# their runtimes are the process's own, and a fork of it cannot use them.
+_S3_USED = False
 _FORKED = False
 
 
 def _after_fork_in_child() -> None:
     global _FORKED
-    _FORKED = True
+    _FORKED = _FORKED or _S3_USED
 
 
 # Airflow's OpenLineage listener runs its hooks in a fork of the task. There obstore's stores refuse
 # to work ("This class is not fork-safe") and a new one waits forever on the parent's runtime, so the
 # operators read the lake for their lineage before (`get_openlineage_facets_on_complete`), and a read
-# in a fork fails at once instead of hanging (tests/s3).
+# in a fork fails at once instead of hanging (tests/s3). A fork of a process that never touched S3
+# is a fresh start: Airflow's processes import this module (the PLACSP view's plugin) long before
+# they fork a task, and that task must read the lake.
 os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def _not_in_a_fork() -> None:
+    """Called before every use of an S3 client: refuses in a fork of a process that used one."""
+    global _S3_USED
     if _FORKED:
         raise RuntimeError("the S3 lake cannot be read in a forked process (its client's runtime is the parent's)")
+    _S3_USED = True
 
 
 def _arrow_s3() -> Any:

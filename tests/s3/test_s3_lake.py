@@ -179,6 +179,44 @@ def _partial_download(incoming: Path) -> harness.Trigger:
     return check
 
 
+# An Airflow process as it starts a task: the provider's plugin (the PLACSP view) imported, no S3
+# used, then a fork that reads the lake (LocalExecutor and the task supervisor fork their tasks).
+_FORK_OF_A_FRESH_PROCESS = """
+import os, signal, sys
+import placsp_provider.ui.plugin  # what the scheduler and the API server load at start
+from placsp_provider.lake_storage import put_new, read_object
+from placsp_provider.lake import resolve_lake
+path = resolve_lake(sys.argv[1]) / "runs" / "fresh-fork.json"
+child = os.fork()
+if child == 0:
+    signal.alarm(20)
+    try:
+        assert put_new(path, b"{}") and read_object(str(path)) == b"{}"
+        os._exit(0)
+    except BaseException as err:
+        print(repr(err), file=sys.stderr)
+        os._exit(1)
+_, status = os.waitpid(child, 0)
+sys.exit(os.waitstatus_to_exitcode(status))
+"""
+
+
+def test_a_fork_of_a_process_that_never_used_s3_reads_the_lake(s3_lake: S3Lake) -> None:
+    """The refusal below is for forks of a process whose S3 client exists, not for every fork: the
+    system test's tasks failed so when the plugin made Airflow's processes import the lake code."""
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-c", _FORK_OF_A_FRESH_PROCESS, s3_lake.uri],
+        env=s3_lake.env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+
+
 def test_in_a_forked_child_the_lake_fails_at_once_instead_of_hanging(s3_lake: S3Lake) -> None:
     """Airflow's OpenLineage listener runs its hooks in a fork of the task, where obstore's client
     cannot work (a new one waits forever on the parent's runtime): a read there must fail at once, and
