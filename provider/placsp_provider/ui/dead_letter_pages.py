@@ -74,10 +74,14 @@ def api_summary(user: PlacspReader, dataset: str, days: Days = DEFAULT_DAYS) -> 
     )
 
 
-def daily_chart(daily: list[dict[str, Any]], since: date, days: int, width: int = 12, height: int = 120) -> dict:
+CHART_WIDTH = 720  # pixels: the chart fits a laptop's screen whatever the number of days
+
+
+def daily_chart(daily: list[dict[str, Any]], since: date, days: int, height: int = 120) -> dict:
     """Bars of dead letters per day, stacked by error type: the SVG's rectangles (x, y, w, h) and size."""
     from datetime import timedelta
 
+    width = max(2, CHART_WIDTH // days)
     top = max((sum(r["count"] for r in daily if r["day"] == d["day"]) for d in daily), default=0)
     stacked: dict[str, int] = {}
     rects = []
@@ -86,7 +90,7 @@ def daily_chart(daily: list[dict[str, Any]], since: date, days: int, width: int 
         h = max(1, round(row["count"] / top * height)) if top else 0
         below = stacked.get(row["day"], 0)
         stacked[row["day"]] = below + h
-        rects.append({**row, "x": offset * width, "y": height - below - h, "w": width - 2, "h": h})
+        rects.append({**row, "x": offset * width, "y": height - below - h, "w": max(1, width - 2), "h": h})
     last = since + timedelta(days=days - 1)
     return {"rects": rects, "width": days * width, "height": height, "top": top, "first": since, "last": last}
 
