@@ -7,7 +7,7 @@ PLACSP DAGs' runs 403, all with no data.
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from airflow.api_fastapi.core_api.security import GetUserDep
 from fastapi import Depends, HTTPException, status
@@ -15,20 +15,20 @@ from fastapi import Depends, HTTPException, status
 from placsp_provider.dags import DAG_IDS
 
 
-def readable_dags(user: Any, dag_ids: tuple[str, ...] = DAG_IDS) -> set[str]:
-    """The PLACSP DAGs whose runs this user may read, asked of the configured auth manager (at request
-    time: the manager does not exist yet when the API server loads plugins)."""
+def may_run(user: Any, dag_id: str, method: Literal["GET", "POST"] = "GET") -> bool:
+    """Whether the configured auth manager lets this user read (`GET`) or create (`POST`) runs of
+    `dag_id`; asked at request time (the manager does not exist yet when the API server loads plugins)."""
     from airflow.api_fastapi.app import get_auth_manager
     from airflow.api_fastapi.auth.managers.models.resource_details import DagAccessEntity, DagDetails
 
-    manager = get_auth_manager()
-    return {
-        d
-        for d in dag_ids
-        if manager.is_authorized_dag(
-            method="GET", access_entity=DagAccessEntity.RUN, details=DagDetails(id=d), user=user
-        )
-    }
+    return get_auth_manager().is_authorized_dag(
+        method=method, access_entity=DagAccessEntity.RUN, details=DagDetails(id=dag_id), user=user
+    )
+
+
+def readable_dags(user: Any, dag_ids: tuple[str, ...] = DAG_IDS) -> set[str]:
+    """The PLACSP DAGs whose runs this user may read."""
+    return {d for d in dag_ids if may_run(user, d)}
 
 
 def _placsp_reader(user: GetUserDep) -> Any:

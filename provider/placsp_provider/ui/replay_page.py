@@ -3,27 +3,15 @@
 from __future__ import annotations
 
 import json
-from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse
 
-from placsp_provider.ui.access import PlacspReader
+from placsp_provider.ui.access import PlacspReader, may_run
 from placsp_provider.ui.render import page
 from placsp_provider.ui.replay_form import REPLAY_DAG_ID, api_root, form_fields, trigger_body, trigger_url
 
 router = APIRouter()
-
-
-def may_trigger_replay(user: Any) -> bool:
-    """Whether the auth manager lets this user create runs of the replay DAG (the button shows then;
-    Airflow checks again when the request comes)."""
-    from airflow.api_fastapi.app import get_auth_manager
-    from airflow.api_fastapi.auth.managers.models.resource_details import DagAccessEntity, DagDetails
-
-    return get_auth_manager().is_authorized_dag(
-        method="POST", access_entity=DagAccessEntity.RUN, details=DagDetails(id=REPLAY_DAG_ID), user=user
-    )
 
 
 @router.get("/replay", response_class=HTMLResponse)
@@ -39,5 +27,5 @@ def replay(request: Request, user: PlacspReader) -> HTMLResponse:
         fields=fields,
         request_json=json.dumps(trigger_body(fields)),
         api_url=trigger_url(api_root(request.scope.get("root_path", ""), URL_PREFIX)),
-        may_trigger=may_trigger_replay(user),
+        may_trigger=may_run(user, REPLAY_DAG_ID, "POST"),  # Airflow checks again on the request
     )
