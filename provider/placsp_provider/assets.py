@@ -64,7 +64,9 @@ def record_versions(context: Any, lake: LakePath) -> dict[str, dict[str, Any]]:
     from placsp_provider.table_files import table_state
 
     tables = {lake_asset(t, lake).uri: t for t in (*LAKE_TABLES, QUALITY_RESULTS_TABLE)}
-    extras = {}
+    extras: dict[str, dict[str, Any]] = {}
+    if "task" not in context or "outlet_events" not in context:  # called outside an Airflow task run
+        return extras
     for asset in getattr(context["task"], "outlets", None) or []:
         table = tables.get(str(getattr(asset, "uri", "")))
         if table is None:  # an Asset of another lake (a parse-time default): not ours to describe

@@ -127,17 +127,21 @@ async def _await(awaitable: object) -> None:
 def test_tables_written_are_outlets_named_like_their_lineage_datasets(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    from placsp_provider.lake import LAKE_TABLES
+    from placsp_provider.assets import lake_asset
+    from placsp_provider.lake import LAKE_TABLES, QUALITY_RESULTS_TABLE
     from placsp_provider.lineage.naming import lake_table
 
     monkeypatch.setenv("PLACSP_LAKE", str(tmp_path / "lake"))
     tables = {f"file://{lake_table(tmp_path / 'lake', t).name}" for t in LAKE_TABLES}
+    results = {lake_asset(QUALITY_RESULTS_TABLE, tmp_path / "lake").uri}
     daily = load_dag("placsp_daily", for_dag_test=False)
     for task in daily.tasks:
         uris = {a.uri for a in task.outlets}
-        assert uris == (tables if task.task_id.startswith("silver_") else set()), task.task_id
+        expected = {"silver": tables, "quality": results}.get(task.task_id.split("_")[0], set())
+        assert uris == expected, task.task_id
     replay = load_dag("placsp_dead_letter_replay", for_dag_test=False)
     assert {a.uri for a in replay.get_task("replay").outlets} == tables
+    assert {a.uri for a in replay.get_task("quality").outlets} == results
     assert replay.get_task("dry_run").outlets == []  # writes nothing
     assert {a.uri for a in load_dag("placsp_backfill", for_dag_test=False).get_task("silver").outlets} == tables
     export = load_dag("placsp_silver_entries_export", for_dag_test=False)

@@ -69,6 +69,7 @@ def test_two_writers_on_one_partition_collide_for_real_and_lose_nothing(spark, t
     from datetime import UTC, datetime
 
     from placsp_provider.lake import table_path
+    from placsp_provider.parser.version import PARSER_VERSION
     from placsp_provider.spark.silver_merge import insert_only
     from placsp_provider.spark.tables import ensure_tables, spark_table_schema
 
@@ -97,6 +98,7 @@ def test_two_writers_on_one_partition_collide_for_real_and_lose_nothing(spark, t
             "replayed_at": None,
             "replay_run_id": None,
             "raw_bytes": f"<entry>{n}".encode(),
+            "parser_version": PARSER_VERSION,
         }
         return [row[f.name] for f in schema.fields]
 
