@@ -158,6 +158,7 @@ def _old_release_dead_letter(spark, lake: Path) -> str:
         "replayed_at": None,
         "replay_run_id": None,
         "raw_bytes": None,  # an older release: the replay takes its bytes from its text (no \xNN in it)
+        "parser_version": None,  # nor did it record which parser rejected it
     }
     schema = spark_table_schema("dead_letters")
     df = spark.createDataFrame([[row[f.name] for f in schema.fields]], schema)
