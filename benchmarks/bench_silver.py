@@ -22,7 +22,13 @@ sampled by `_common.ProcessTree`.
 5. Silver contents: row counts and checksums of every table after the 20-page ingest, asserted equal
    to `benchmarks/silver_contents.json` (the contents a speed change must not alter) and to those of
    the fresh-process 2N ingest of the same pages. `PLACSP_BENCH_RECORD_CONTENTS=1` records them anew
-   (only when Silver is meant to change).
+   (only when Silver is meant to change); a record that is absent is written by a full run.
+6. Issue 36's margin on REAL-SHAPED pages (`pagegen.REAL_SHAPE`: clones of the real 1044 and 643
+   entries, 475 entries + 25 tombstones, ~3.2 MB a page, ~6.5 KB an entry): the marginal ingest
+   (2N minus N pages, fresh lakes, fresh processes, the engine `placsp ingest` picks) against the
+   same lxml reference run over the N extra pages, one reference child after each ABBA pair, so
+   round i is (reference_i) / (2N_i - N_i). Its Silver contents are asserted equal in every round
+   and to `benchmarks/silver_contents_real.json`.
 
 Parse-and-route writes every row of every page (the Parquet files the ingest's MERGEs read), and
 Silver is read back by an aggregate over `xxhash64` of every column (nested fields included), so no
@@ -76,14 +82,14 @@ from benchmarks._lake import (
     merge_wall_seconds,
     spark_session,
 )
-from benchmarks.pagegen import DEFAULT_NEWEST, generate_corpus
+from benchmarks.pagegen import DEFAULT_NEWEST, REAL_SHAPE, entry_shape, generate_corpus, real_page_shape
 from placsp_provider.datasets import get_dataset  # loaded with pagegen anyway
 
 NAME = "silver"
 TITLE = "Silver ingest (parse-and-route on Spark, whole ingest)"
 SEED = 20251129
 _DATASET = "licitaciones"
-_POOL = "643"
+_POOL = "643"  # the heavy shape (`pagegen.HEAVY_SHAPE`): issue 15's figures
 
 
 @dataclass(frozen=True)
@@ -101,6 +107,9 @@ class Config:
     attempts: int = 3  # ...up to this many times in all; the quietest attempt is kept
     fresh_repeats: int = 2  # whole-process runs of a measurement compared with nothing (the stale page); fastest kept
     paired_repeats: int = 5  # whole-process runs of each side of a goal's pair (PAIRED), ABBA order (decision 0016)
+    real_pages: int = 48  # issue 36's 2N real-shaped pages (N = 24 extra pages, ~77 MB)
+    real_items: int = 500  # items a real-shaped page (475 entries + 25 tombstones)
+    reference_repeats: int = 3  # timed passes of the reference in each of its children (fastest kept)
 
     @property
     def half(self) -> int:  # N of the marginal ingest (2N = all pages)
@@ -118,8 +127,12 @@ QUICK = Config(
     attempts=1,
     fresh_repeats=1,
     paired_repeats=1,
+    real_pages=2,
+    real_items=20,
+    reference_repeats=1,
 )
 CONTENTS = REPO / "benchmarks" / "silver_contents.json"
+REAL_CONTENTS = REPO / "benchmarks" / "silver_contents_real.json"  # issue 36's real-shaped pages
 RECORD_CONTENTS = "PLACSP_BENCH_RECORD_CONTENTS"
 
 # The whole-process measurements a goal compares with each other (the marginal: the 2N-page ingest minus
@@ -132,6 +145,12 @@ GOALS: dict[str, tuple[str, str]] = {
     "marginal": ("whole ingest, marginal (2N minus N pages, fresh processes), speed vs the reference", ">= 0.5x"),
     "fixed": ("fixed cost: a daily page into a lake / a bare SparkSession + one Delta read", "<= 2.0"),
     "rss": ("peak RSS of the fresh 2N-page ingest, process tree", "<= 2,048 MB"),
+    # Issue 36 (`issues show 36`), on real-shaped pages: `_real_rounds`.
+    "real_marginal": (
+        "real-shaped pages: marginal ingest (2N-N pages, fresh processes, `placsp ingest`'s engine) / 1-core "
+        "lxml reference",
+        ">= 1.0x",
+    ),
 }
 
 
@@ -199,6 +218,33 @@ def run(quick: bool = False) -> BenchResult:
             for k in order:
                 results[k].append(_quietest(cfg, {**base, "task": k, **spec[k]}, noise))
             measures |= {k: _fastest(v) | {"run_order": order} for k, v in results.items()}
+        # Issue 36: the margin on real-shaped pages, each round a pair of fresh ingests then the reference.
+        real = generate_corpus(
+            tmp / "real",
+            cfg.real_pages,
+            seed=SEED,
+            dataset_key=_DATASET,
+            **REAL_SHAPE.options() | {"items_per_page": cfg.real_items},
+        )
+        real_half = len(real.files) // 2
+        # What the generated entries look like beside the producer's (issue 36): printed, and in the JSON.
+        real_shape, generated_shape = real_page_shape(), entry_shape([real.files[-1].read_bytes()], _DATASET)
+        print(f"  real 1044 pages: {real_shape.line()}\n  a generated page: {generated_shape.line()}", flush=True)
+        real_spec = {
+            "real_half": fresh(land("real-half", real.files[:real_half]), "lake-real-half", "auto"),
+            "real_all": fresh(land("real-all", real.files), "lake-real-all", "auto"),
+        }
+        extra = [str(f) for f in real.files[real_half:]]  # the pages the 2N ingest adds: the older half
+        real_runs: dict[str, list[dict[str, Any]]] = {"real_half": [], "real_all": [], "real_reference": []}
+        order = abba(cfg.paired_repeats, "real_half", "real_all")
+        for i, k in enumerate(order):
+            real_runs[k].append(_quietest(cfg, {**base, "task": k, **real_spec[k]}, noise))
+            if i % 2 == 1:  # a pair done: the reference over the same extra pages, in the same state of the machine
+                ref_payload = {"task": "reference", "files": extra, "repeats": cfg.reference_repeats}
+                real_runs["real_reference"].append(_quietest(cfg, ref_payload, noise))
+        measures |= {k: _fastest(v) | {"run_order": order} for k, v in real_runs.items() if k != "real_reference"}
+        measures["real_reference"] = {"runs": real_runs["real_reference"]}
+        measures["real_all"]["all_contents"] = [r.get("contents") for r in real_runs["real_all"]]
     measures["spark_ingest"]["small_entries"] = warm.total_entries
     raw = {"config": cfg.__dict__, "quick": quick, "corpus": corpus_facts(clean), "measures": measures, "noise": noise}
     raw["half_bytes"] = sum(p.bytes for p in clean.pages[cfg.half :])
@@ -207,10 +253,15 @@ def run(quick: bool = False) -> BenchResult:
     raw["class_archive"] = archive_options("")  # the archive the children's driver JVMs map, or ""
     raw["one_page_entries"] = later.pages[0].entries
     raw["one_stale_page_entries"] = warm.pages[0].entries
+    real_raw: dict[str, Any] = {"corpus": corpus_facts(real), "half_pages": real_half}
+    real_raw["extra_bytes"] = sum(p.bytes for p in real.pages[real_half:])
+    real_raw["shape"] = {"real_pages": real_shape.__dict__, "generated": generated_shape.__dict__}
+    raw["real"] = real_raw
     # Kept before anything below can fail (a contents mismatch, a report bug): minutes of measurements.
     OUT.mkdir(parents=True, exist_ok=True)
     (OUT / f"silver-measures{'-quick' if quick else ''}.json").write_text(json.dumps(raw, indent=2, default=str))
     raw["contents"] = _check_contents(raw, quick)
+    real_raw["contents"] = _check_real_contents(raw, quick)
     return report(raw, time.perf_counter() - started)
 
 
@@ -262,23 +313,45 @@ def _check_contents(raw: dict[str, Any], quick: bool) -> dict[str, Any]:
             raise RuntimeError(f"two ingests of the same pages wrote different contents: {got} vs {again} ({other})")
     cfg = raw["config"]
     corpus = {"dataset": _DATASET, "pool": _POOL, "seed": SEED, "pages": cfg["pages"], "items": cfg["items_per_page"]}
+    return _against_record(CONTENTS, corpus, got, quick, _SAME)
+
+
+def _check_real_contents(raw: dict[str, Any], quick: bool) -> dict[str, Any]:
+    """Silver's contents after every round's fresh 2N-page ingest of the real-shaped pages must agree with
+    each other and, in a full run, with `REAL_CONTENTS` (written by the first full run, or anew with
+    `PLACSP_BENCH_RECORD_CONTENTS=1`)."""
+    every = raw["measures"]["real_all"]["all_contents"]
+    if not every or any(c is None for c in every):
+        raise RuntimeError("a fresh real-shaped ingest reported no contents (it ran without Spark?)")
+    if any(c != every[0] for c in every):
+        raise RuntimeError(f"the rounds' ingests of the same real-shaped pages wrote different contents: {every}")
+    cfg = raw["config"]
+    corpus = {"dataset": _DATASET, "shape": REAL_SHAPE.name, "seed": SEED, "pages": cfg["real_pages"]}
+    corpus |= {"items": cfg["real_items"]}
+    same = f"equal in the {len(every)} rounds"
+    return _against_record(REAL_CONTENTS, corpus, every[0], quick, same)
+
+
+def _against_record(path: Path, corpus: dict[str, Any], got: dict[str, Any], quick: bool, same: str) -> dict[str, Any]:
+    """`got` (a lake's contents) against the record at `path`, made for `corpus`; the record is written
+    when absent or asked for (`RECORD_CONTENTS`); a quick run compares with nothing."""
     if quick:
-        return {"tables": got, "verdict": f"{_SAME} (quick: not compared with the record)"}
-    if os.environ.get(RECORD_CONTENTS) == "1" or not CONTENTS.exists():
+        return {"tables": got, "verdict": f"{same} (quick: not compared with the record)"}
+    if os.environ.get(RECORD_CONTENTS) == "1" or not path.exists():
         record = {"corpus": corpus, "recorded": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "commit": _commit()}
-        CONTENTS.write_text(json.dumps({**record, "tables": got}, indent=2, sort_keys=True) + "\n")
-        return {"tables": got, "verdict": f"{_SAME}; recorded into {CONTENTS.name} now"}
-    expected = json.loads(CONTENTS.read_text())
+        path.write_text(json.dumps({**record, "tables": got}, indent=2, sort_keys=True) + "\n")
+        return {"tables": got, "verdict": f"{same}; recorded into {path.name} now"}
+    expected = json.loads(path.read_text())
     if expected["corpus"] != corpus:
-        raise RuntimeError(f"{CONTENTS.name} was recorded for corpus {expected['corpus']}, this run is {corpus}")
-    recorded = f"{CONTENTS.name} (recorded {expected['recorded']} at {expected['commit']})"
+        raise RuntimeError(f"{path.name} was recorded for corpus {expected['corpus']}, this run is {corpus}")
+    recorded = f"{path.name} (recorded {expected['recorded']} at {expected['commit']})"
     if expected["tables"] != got:
         changed = {t: (expected["tables"].get(t), v) for t, v in got.items() if expected["tables"].get(t) != v}
         raise RuntimeError(
             f"Silver contents differ from {recorded}: {changed}. A speed change must not alter data; if the change "
             f"is meant to, rerun with {RECORD_CONTENTS}=1 and commit the new record."
         )
-    return {"tables": got, "verdict": f"{_SAME} and to {recorded}"}
+    return {"tables": got, "verdict": f"{same} and to {recorded}"}
 
 
 def _commit() -> str:
@@ -311,9 +384,12 @@ def report(raw: dict[str, Any], seconds: float) -> BenchResult:
     values = _goal_values(raw)
     rounds = {"marginal": _marginal_rounds(raw), "fixed": _fixed_rounds(ms)}
     goals = []
+    rounds["real_marginal"] = _real_rounds(ms) if "real_marginal" in values else []
     for key, (what, target) in GOALS.items():
+        if key not in values:
+            continue
         value, met = values[key]
-        unit = {"rss": "", "fixed": "", "marginal": "x", "route": "x"}[key]
+        unit = {"rss": "", "fixed": ""}.get(key, "x")
         shown = f"{f1(value)} MB" if key == "rss" else f"{value:.2f}{unit}"
         if len(rounds.get(key, [])) > 1:
             shown += f" (rounds {min(rounds[key]):.2f}{unit}–{max(rounds[key]):.2f}{unit})"
@@ -345,6 +421,8 @@ def report(raw: dict[str, Any], seconds: float) -> BenchResult:
         f"2 pages {f2(ing['warm_s'])} s as the JVM's first Delta work, {f2(ing['small']['seconds'])} s warm.",
         f"Silver contents ({tables} rows): {raw['contents']['verdict']}.",
     ]
+    if "real" in raw:
+        figures.append(_real_figure(raw))
     summary = (
         f"{pages} generated pages of {cfg['items_per_page']} items (`{_DATASET}`, copies of the real {_POOL} entries), "
         f"{c['entries']:,} entries + {c['tombstones']:,} tombstones in {c['bytes'] / MB:,.0f} MB, page cache warm. "
@@ -352,6 +430,26 @@ def report(raw: dict[str, Any], seconds: float) -> BenchResult:
         f"RSS: the process tree (driver, JVM, workers). Waited {noise['waited_s']:.0f} s for an idle machine."
     )
     return BenchResult(NAME, TITLE, summary, [table], raw, seconds, goals, figures)
+
+
+def _real_figure(raw: dict[str, Any]) -> str:
+    """Issue 36's margin on real-shaped pages: the corpus, every round, the seconds, the contents."""
+    ms, real = raw["measures"], raw["real"]
+    c, half, shape = real["corpus"], real["half_pages"], real["shape"]["generated"]
+    refs = [r["best_s"] for r in ms["real_reference"]["runs"]]
+    pairs = _paired(ms, "real_half", "real_all")
+    each = "; ".join(
+        f"{h:.2f}/{a:.2f}/{r:.2f} s {x:.2f}x" for (h, a), r, x in zip(pairs, refs, _real_rounds(ms), strict=True)
+    )
+    tables = ", ".join(f"{t} {v['rows']:,}" for t, v in real["contents"]["tables"].items())
+    return (
+        f"Real-shaped margin (issue 36): {c['pages']} pages ({c['entries']:,} entries + {c['tombstones']:,} "
+        f"tombstones, {c['bytes'] / MB:,.0f} MB; {shape['entry_bytes'] / max(shape['entries'], 1) / 1000:.1f} KB "
+        f"and {shape['document_references'] / max(shape['entries'], 1):.1f} document references an entry), engine "
+        f"{ms['real_all']['engine']}; rounds ({half} / {c['pages']} pages / reference on the {c['pages'] - half} "
+        f"extra, {real['extra_bytes'] / MB:,.0f} MB): {each}. Silver ({tables} rows): "
+        f"{real['contents']['verdict']}. Split: [0047](decisions/0047-where-the-ingest-margin-goes.md)."
+    )
 
 
 def _goal_values(raw: dict[str, Any]) -> dict[str, tuple[float, bool]]:
@@ -363,12 +461,16 @@ def _goal_values(raw: dict[str, Any]) -> dict[str, tuple[float, bool]]:
     fixed = statistics.median(_fixed_rounds(ms))
     route = ms["reference"]["best_s"] / ms["spark_route"]["best_s"]
     rss = ms["fresh_all"]["ingest_tree"]["peak_total_mb"]
-    return {
+    values = {
         "route": (route, route >= 0.8),
         "marginal": (marginal, marginal >= 0.5),
         "fixed": (fixed, fixed <= 2.0),
         "rss": (rss, rss <= 2048),
     }
+    if "real_all" in ms:  # issue 36's real-shaped pages (JSON of older runs has none)
+        real = statistics.median(_real_rounds(ms))
+        values["real_marginal"] = (real, real >= 1.0)
+    return values
 
 
 def _paired(ms: dict[str, Any], a: str, b: str) -> list[tuple[float, float]]:
@@ -388,6 +490,17 @@ def _marginal_rounds(raw: dict[str, Any]) -> list[float]:
     return [
         raw["half_bytes"] / (full - half) / ref_speed if full > half else float("inf")
         for half, full in _paired(raw["measures"], "fresh_half", "fresh_all")
+    ]
+
+
+def _real_rounds(ms: dict[str, Any]) -> list[float]:
+    """Issue 36's margin on real-shaped pages, each round (x the reference): the reference child run after
+    the round's pair (its fastest pass over the N extra pages) over the 2N-page ingest's seconds minus
+    the N-page one's."""
+    refs = [r["best_s"] for r in ms["real_reference"]["runs"]]
+    return [
+        ref / (full - half) if full > half else float("inf")
+        for ref, (half, full) in zip(refs, _paired(ms, "real_half", "real_all"), strict=True)
     ]
 
 

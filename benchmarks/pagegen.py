@@ -20,6 +20,12 @@ Entry pools (`entry_pool`):
 The default pool is `"643"` for licitaciones and `"1044"` for every other dataset (menores and the
 archive-only datasets get agregadas-shaped entries under their own id path: an approximation).
 
+Page shapes (`SHAPES`, issue 36): `REAL_SHAPE` pages clone every bundled real entry ("mixed" pool,
+500 items, 5% tombstones: 475 entries + 25 tombstones, ~3.2 MB, ~6.4 KB and ~3 document references an
+entry, like the producer's 1044 pages); `HEAVY_SHAPE` pages clone the two 643 entries (~24 MB a page,
+~50 KB and 27 document references an entry). `python -m benchmarks.pagegen` prints both beside the real pages
+(`entry_shape`, `real_page_shape`).
+
 Ids are `https://contrataciondelestado.es/sindicacion/<dataset entry_id_path>/<n>`, unique in the
 corpus unless a `duplicate_id` corruption says otherwise. Ordinary tombstones point at ids outside
 the corpus (entries published before it), so only the tombstones listed in the ground truth touch
@@ -66,8 +72,9 @@ import functools
 import random
 import re
 import zipfile
-from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime, timedelta, timezone, tzinfo
 from pathlib import Path
 from typing import Any
@@ -132,6 +139,7 @@ _AMOUNT_RE = re.compile(
     rb"<cbc:(TotalAmount|TaxExclusiveAmount|EstimatedOverallContractAmount|PayableAmount)\b[^>]*>"
     rb"([0-9]+(?:\.[0-9]+)?)</cbc:\1>"
 )
+_REFERENCE_RE = re.compile(rb"<[\w-]+:\w*DocumentReference[\s>]")
 _SUMMARY_RE = re.compile(rb"(<summary\b[^>]*>)([^<]*)(</summary>)")
 _REPEATABLES = (b"cac:TenderResult", b"cac-place-ext:ValidNoticeInfo")
 
@@ -262,6 +270,99 @@ class Corpus:
     total_entries: int
     total_tombstones: int
     bytes: int
+
+
+# -- page shapes ----------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class PageShape:
+    """What a corpus's pages are made of: the real entries they clone (`entry_pool`) and the items of a
+    page. `options()` are `generate_corpus` keyword arguments."""
+
+    name: str
+    entry_pool: str
+    items_per_page: int
+    tombstone_share: float
+    what: str
+
+    def options(self) -> dict[str, Any]:
+        shape = {"entry_pool": self.entry_pool, "items_per_page": self.items_per_page}
+        return shape | {"tombstone_share": self.tombstone_share}
+
+
+# Issue 36: the ingest's cost follows entries, not bytes, so a benchmark's pages must hold as many
+# entries a MB as the producer's. The real 1044 pages hold 6.4 KB an entry (3.2 `*DocumentReference`
+# elements, 1.1 `documents` rows); the two real 643 entries 39 and 60 KB (27 references, 16.5 rows):
+# pages of only those carry ~7x fewer entries a MB. Both shapes clone real entries byte for byte
+# (only ids and timestamps change).
+REAL_SHAPE = PageShape(
+    "real", "mixed", 500, 0.05, "clones of every bundled real entry (2,247 of 1044, 2 of 643), 475 + 25 tombstones"
+)
+HEAVY_SHAPE = PageShape("heavy", "643", 500, 0.05, "clones of the two real 643 entries, 475 + 25 tombstones")
+SHAPES: dict[str, PageShape] = {s.name: s for s in (REAL_SHAPE, HEAVY_SHAPE)}
+
+
+@dataclass(frozen=True)
+class EntryShape:
+    """What the entries of some pages look like: counts from the provider's own `parse_page` (documents:
+    the rows Silver's `documents` table gets), sizes and `*DocumentReference` elements (publication
+    records among them, which Silver keeps in `notices`) from the `<entry>` elements' bytes."""
+
+    pages: int
+    page_bytes: int
+    entries: int
+    tombstones: int
+    entry_bytes: int
+    document_references: int
+    documents: int
+
+    @property
+    def kb_per_entry(self) -> float:
+        return self.entry_bytes / max(self.entries, 1) / 1000
+
+    @property
+    def references_per_entry(self) -> float:
+        return self.document_references / max(self.entries, 1)
+
+    @property
+    def documents_per_entry(self) -> float:
+        return self.documents / max(self.entries, 1)
+
+    @property
+    def entries_per_mb(self) -> float:
+        return self.entries / max(self.page_bytes, 1) * 1e6
+
+    def line(self) -> str:
+        return (
+            f"{self.pages} pages, {self.page_bytes / self.pages / 1e6:.2f} MB a page, "
+            f"{self.entries / self.pages:.0f} entries + {self.tombstones / self.pages:.0f} tombstones a page, "
+            f"{self.kb_per_entry:.1f} KB an entry, {self.references_per_entry:.1f} document references an entry "
+            f"({self.documents_per_entry:.1f} `documents` rows), "
+            f"{self.entries_per_mb:.0f} entries a MB"
+        )
+
+
+def entry_shape(pages: Iterable[bytes], dataset_key: str = "agregadas") -> EntryShape:
+    """`EntryShape` of `pages` (each a whole feed page), parsed by the provider's `parse_page`."""
+    from placsp_provider.parser.page_parser import parse_page
+
+    dataset = DATASETS[dataset_key]
+    totals = Counter[str]()
+    for n, data in enumerate(pages):
+        result = parse_page(data, dataset=dataset, source_file=f"page-{n}.atom")
+        totals["pages"] += 1
+        totals["page_bytes"] += len(data)
+        totals["entries"] += len(result.entries)
+        totals["tombstones"] += len(result.tombstones)
+        for match in _ENTRY_RE.finditer(data):
+            totals["entry_bytes"] += len(match.group(0))
+            totals["document_references"] += len(_REFERENCE_RE.findall(match.group(0)))
+        totals["documents"] += len(result.documents)
+    return EntryShape(**{f.name: totals[f.name] for f in fields(EntryShape)})
+
+
+def real_page_shape() -> EntryShape:
+    """`EntryShape` of the real 500-item 1044 pages bundled (the producer's pages, what `REAL_SHAPE` copies)."""
+    return entry_shape(_pool_pages("1044"), "agregadas")
 
 
 # -- public functions -----------------------------------------------------------------------------
@@ -707,3 +808,25 @@ def _tombstone(item: _Item, inline: bool) -> bytes:
         f'    <at:deleted-entry ref="{item.ident}" when="{_stamp(item.when)}">'
         f'<at:comment type="{comment}"/></at:deleted-entry>\n'
     ).encode()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m benchmarks.pagegen`: the entries of each shape's generated pages beside the real pages'."""
+    import argparse
+    import tempfile
+
+    parser = argparse.ArgumentParser(description="Compare generated pages' entries with the real pages'.")
+    parser.add_argument("--pages", type=int, default=4, help="pages generated per shape (default 4)")
+    parser.add_argument("--dataset", default="licitaciones", choices=sorted(DATASETS))
+    args = parser.parse_args(argv)
+    print(f"real 1044 pages bundled: {real_page_shape().line()}")
+    with tempfile.TemporaryDirectory(prefix="placsp-pagegen-") as tmp:
+        for shape in SHAPES.values():
+            corpus = generate_corpus(Path(tmp) / shape.name, args.pages, dataset_key=args.dataset, **shape.options())
+            facts = entry_shape((f.read_bytes() for f in corpus.files), args.dataset)
+            print(f"shape {shape.name!r} ({shape.what}): {facts.line()}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
