@@ -334,9 +334,9 @@ _LABELS = {
     "check": f"`count_dead_letters(dataset={CHECK_DATASET!r}, stages=[{CHECK_STAGE!r}])`",
     "run": "sensor scope run: `dataset` + `run_id`",
     "backlog": "sensor scope backlog: `dataset` + `status`",
-    "view_overview": "the view's overview: backlog and 30 days by error type, every dataset",
-    "view_page": f"the view's browser: `dataset` + `status`, count and {VIEW_PAGE_SIZE} rows, page 1",
-    "view_deep_page": f"the same, page {VIEW_DEEP_PAGE:,}",
+    "view_overview": "view: overview (backlog, 30 days by type), all datasets",
+    "view_page": f"view: browser, `dataset` + `status`, {VIEW_PAGE_SIZE} rows, page 1",
+    "view_deep_page": f"view: the same, page {VIEW_DEEP_PAGE:,}",
     "full_scan": "reference: full scan into Arrow, then filter",
 }
 
@@ -370,9 +370,8 @@ def report(raw: dict[str, Any], seconds: float) -> BenchResult:
         raw,
         seconds,
         figures=[
-            f"Full scan runs {min(scans):.2f}–{max(scans):.2f} s. The stage filter prunes no file (each mixes stages): "
-            "the saving is the partition, 4 of 18 columns and the pushed-down filter; a run's check opens only its "
-            "commit's file (`run_id` statistics)."
+            f"Full scan {min(scans):.2f}–{max(scans):.2f} s. No file holds one stage only: the check saves the "
+            "partition, columns and a pushed-down filter; a run's check opens its commit's file only."
         ],
     )
 
