@@ -376,6 +376,12 @@ def answer_settled(api, dag_id: str, run_id: str, task_id: str) -> None:
     assert api.task_states(dag_id, run_id).get(task_id) == "awaiting_input", api.task_states(dag_id, run_id)
 
 
+def replay_apps(stack) -> int:
+    """The replay jobs the Spark cluster has completed."""
+    names = [a["name"] for a in stack.spark_master_state().get("completedapps", [])]
+    return names.count("placsp-dead-letter-replay")
+
+
 def run_diagnosis(api, dag_id: str, run_id: str) -> str:
     """Task states and the scheduler's state-mismatch events of a run: what a failed assertion shows."""
     try:
@@ -386,6 +392,31 @@ def run_diagnosis(api, dag_id: str, run_id: str) -> str:
     return f"tasks {api.task_states(dag_id, run_id)}; state mismatches {mismatches}"
 
 
+def test_a_rejected_replay_ends_green_and_writes_nothing(daily, api, stack, timings) -> None:
+    """Before the approved replay below: a dry run that selects nothing asks nobody (it ends green at
+    once), so the person's Reject needs the daily run's 3 quarantined dead letters still there."""
+    start = time.monotonic()
+    before = dead_letter_statuses(stack.lake, "licitaciones")
+    run = api.trigger(REPLAY, conf={"dataset": "licitaciones"}, dag_run_id="system_test_rejected")
+    run_id = run["dag_run_id"]
+    assert wait_for_state(api, REPLAY, run_id, "approve", {"awaiting_input", "failed"}, 1800) == "awaiting_input"
+    answer_settled(api, REPLAY, run_id, "approve")
+    api.request(
+        "PATCH",
+        f"/dags/{REPLAY}/dagRuns/{run_id}/taskInstances/approve/-1/hitlDetails",
+        json={"chosen_options": ["Reject"], "params_input": {}},
+    )
+    assert api.wait_run(REPLAY, run_id, timeout=300) == "success", run_diagnosis(api, REPLAY, run_id)
+    assert api.task_states(REPLAY, run_id) == {
+        "dry_run": "success",
+        "approve": "success",
+        "replay": "skipped",
+        "quality": "skipped",
+    }
+    assert dead_letter_statuses(stack.lake, "licitaciones") == before
+    timings["rejected replay"] = time.monotonic() - start
+
+
 def test_replay_from_the_form_with_approval_in_the_browser(daily, api, stack, out, timings) -> None:
     from tests.system.browser import airflow_page
     from tests.system.deployment import COMPOSE_VARIABLES
@@ -393,6 +424,7 @@ def test_replay_from_the_form_with_approval_in_the_browser(daily, api, stack, ou
 
     start = time.monotonic()
     lake = stack.lake
+    apps_before = replay_apps(stack)  # the rejected replay's dry run ran on the cluster too
     fixed = fix_dead_letters_by_hand(lake, "licitaciones")
     assert len(fixed) == 3
     entry_ids_before = silver_entry_ids(lake, "licitaciones")
@@ -448,32 +480,8 @@ def test_replay_from_the_form_with_approval_in_the_browser(daily, api, stack, ou
 
     # Every entry of the day is now in Silver: the two that parsed, and the one the fix recovered.
     assert silver_entry_ids(lake, "licitaciones") == entry_ids_before | recovered_entries
-    names = [a["name"] for a in stack.spark_master_state().get("completedapps", [])]
-    assert names.count("placsp-dead-letter-replay") == 2  # the dry run and the replay, on the cluster
+    assert replay_apps(stack) == apps_before + 2  # the dry run and the replay, on the cluster
     timings["replay with approval"] = time.monotonic() - start
-
-
-def test_a_rejected_replay_ends_green_and_writes_nothing(daily, api, stack, timings) -> None:
-    start = time.monotonic()
-    before = dead_letter_statuses(stack.lake, "licitaciones")
-    run = api.trigger(REPLAY, conf={"dataset": "licitaciones"}, dag_run_id="system_test_rejected")
-    run_id = run["dag_run_id"]
-    assert wait_for_state(api, REPLAY, run_id, "approve", {"awaiting_input", "failed"}, 1800) == "awaiting_input"
-    answer_settled(api, REPLAY, run_id, "approve")
-    api.request(
-        "PATCH",
-        f"/dags/{REPLAY}/dagRuns/{run_id}/taskInstances/approve/-1/hitlDetails",
-        json={"chosen_options": ["Reject"], "params_input": {}},
-    )
-    assert api.wait_run(REPLAY, run_id, timeout=300) == "success", run_diagnosis(api, REPLAY, run_id)
-    assert api.task_states(REPLAY, run_id) == {
-        "dry_run": "success",
-        "approve": "success",
-        "replay": "skipped",
-        "quality": "skipped",
-    }
-    assert dead_letter_statuses(stack.lake, "licitaciones") == before
-    timings["rejected replay"] = time.monotonic() - start
 
 
 # -- lineage of everything above -------------------------------------------------------------
