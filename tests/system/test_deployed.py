@@ -12,11 +12,13 @@ of 2025-08-18 served on loopback (tests/system/stack.py starts and stops everyth
 2. What it wrote, counted from the Delta tables against the extraction manifests (counted while
    landing, without Spark); the Assets and their events; the downstream example DAG ran on them;
    every OpenLineage event received over HTTP is valid against the spec.
-3. The replay: the 3 dead letters fixed by hand as the runbook says, the replay triggered from the
-   UI's form in Chromium, its dry run's summary approved in the UI, the dead letters `replayed`.
-   A rejected replay ends green, writing nothing. Screenshots go to the output folder.
+3. The PLACSP view in Chromium: its numbers against the dead-letter table, the 643 dead letters, a
+   raw record, *Replay these* on the filled form; anonymous requests get 401.
+4. The replay: a rejected one ends green, writing nothing; then the 3 dead letters fixed by hand as
+   the runbook says, the replay triggered from the UI's form in Chromium, its dry run's summary
+   approved in the UI, the dead letters `replayed`. Screenshots go to the output folder.
 
-4. The lake is compose's `s3://` prefix: the tasks load its credentials from the connection, the
+5. The lake is compose's `s3://` prefix: the tasks load its credentials from the connection, the
    Spark worker has its own in its environment and shares no folder with Airflow; the store's
    secret key (a value of this run) is in no log, no lineage event and no object of the lake.
 
