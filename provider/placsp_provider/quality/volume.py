@@ -207,6 +207,10 @@ def check_day(
         "interval_width": config.interval_width,
         "history_days": len(series),
     }
+    # Without Prophet the check can never run: that is what to say first, whatever the history.
+    if missing := extras.missing("prophet", "volume"):
+        log.warning("dataset %s: volume check skipped: %s", dataset, missing)
+        return VolumeCheck(status="skipped", reason=missing, covered=day in counts, **common)
     if len(series) < config.min_history_days:
         reason = f"{len(series)} day(s) of history before {day}, fewer than min_history_days {config.min_history_days}"
         return VolumeCheck(status="skipped", reason=reason, **common)
@@ -216,9 +220,6 @@ def check_day(
             "its count is unknown, not 0"
         )
         return VolumeCheck(status="skipped", reason=reason, covered=False, **common)
-    if missing := extras.missing("prophet", "volume"):
-        log.warning("dataset %s: volume check skipped: %s", dataset, missing)
-        return VolumeCheck(status="skipped", reason=missing, **common)
     path = model_path(lake, dataset)
     stored = _load(path, config, day)
     band = _predict_or_none(path, stored["model"], [day], then="refitting") if stored is not None else None
