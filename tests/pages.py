@@ -58,3 +58,20 @@ def page(
 
 def day(d: int, hour: int = 12) -> str:
     return datetime(2022, 1, d, hour).strftime("%Y-%m-%dT%H:%M:%S.000+00:00")
+
+
+_LICITACIONES_SAMPLES = {  # the names tests land them under -> where they are in the real 643 samples
+    "version7.atom": "resolvedWithLotsAllAwarded/version7.atom",  # one entry, lots all awarded
+    "version11.atom": "resolvedWithNoLots/version11.atom",  # one entry, no lots
+    "fragment.atom": (
+        "fragment_not_wellformed/contrataciondelestadoes_sindicacion_licitacionesPerfilContratante_17540944.atom"
+    ),
+}
+
+
+def licitaciones_samples(*names: str) -> dict[str, bytes]:
+    """The real 643 (licitaciones) sample pages, `name -> bytes` as `tests.spark.bronze.land` takes them:
+    `names` of version7.atom, version11.atom, fragment.atom (not well-formed: 3 dead letters); all by
+    default."""
+    folder = SAMPLES / "643_licitaciones"
+    return {name: (folder / _LICITACIONES_SAMPLES[name]).read_bytes() for name in names or _LICITACIONES_SAMPLES}

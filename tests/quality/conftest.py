@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import SAMPLES
+from tests.pages import licitaciones_samples
 from tests.spark.conftest import spark  # noqa: F401 - the one shared SparkSession, re-exported here
 
 RUN_ID = "run-quality"
@@ -31,15 +32,10 @@ def real_lake(spark, tmp_path_factory) -> Path:  # noqa: F811 - the fixture abov
 
     lake = tmp_path_factory.mktemp("quality") / "lake"
 
-    lic = SAMPLES / "643_licitaciones"
     land(
         lake,
         "licitaciones",
-        {
-            "version7.atom": (lic / "resolvedWithLotsAllAwarded" / "version7.atom").read_bytes(),
-            "version11.atom": (lic / "resolvedWithNoLots" / "version11.atom").read_bytes(),
-            "fragment.atom": next((lic / "fragment_not_wellformed").glob("*.atom")).read_bytes(),
-        },
+        licitaciones_samples(),
     )
     with zipfile.ZipFile(SAMPLES / "1044_agregadas" / "PlataformasAgregadasSinMenores_202201_05-06.zip") as z:
         land(lake, "agregadas", {n: z.read(n) for n in z.namelist()})

@@ -19,7 +19,7 @@ from placsp_provider.ingest.run import ingest as run_ingest
 from placsp_provider.lake import staging_dir, table_path
 from tests.conftest import SAMPLES
 from tests.conservation import Accounted, Record, assert_conserved, documented, read_with_lxml
-from tests.pages import ID_PREFIX, day, page
+from tests.pages import ID_PREFIX, day, licitaciones_samples, page
 from tests.spark.bronze import land
 
 pytestmark = pytest.mark.spark
@@ -59,12 +59,7 @@ def listed(pages: dict[str, bytes], **broken: list[Record]) -> list[Record]:
 @pytest.fixture(scope="module")
 def real_lake(spark, tmp_path_factory) -> tuple[Path, dict[str, dict], dict[str, list[Record]]]:
     lake = tmp_path_factory.mktemp("real") / "lake"
-    lic = SAMPLES / "643_licitaciones"
-    licitaciones = {
-        "version7.atom": (lic / "resolvedWithLotsAllAwarded" / "version7.atom").read_bytes(),
-        "version11.atom": (lic / "resolvedWithNoLots" / "version11.atom").read_bytes(),
-        "fragment.atom": next((lic / "fragment_not_wellformed").glob("*.atom")).read_bytes(),
-    }
+    licitaciones = licitaciones_samples()
     land(lake, "licitaciones", licitaciones)
     agr = {
         "PlataformasAgregadasSinMenores_20220104_030016_1.atom": (

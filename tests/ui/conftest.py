@@ -25,8 +25,7 @@ from pathlib import Path
 import pytest
 
 from tests.airflow.conftest import airflow_db  # noqa: F401 - the session's migrated SQLite DB
-from tests.conftest import SAMPLES
-from tests.pages import day, entry, page
+from tests.pages import day, entry, licitaciones_samples, page
 from tests.spark.bronze import land
 
 USERS = {"admin": "admin", "viewer": "viewer", "outsider": "viewer"}  # user -> SimpleAuthManager role
@@ -57,14 +56,10 @@ def ui_lake(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from placsp_provider.ingest.run import ingest
 
     lake = tmp_path_factory.mktemp("ui") / "lake"
-    lic = SAMPLES / "643_licitaciones"
     land(
         lake,
         "licitaciones",
-        {
-            "version7.atom": (lic / "resolvedWithLotsAllAwarded" / "version7.atom").read_bytes(),
-            "fragment.atom": next((lic / "fragment_not_wellformed").glob("*.atom")).read_bytes(),
-        },
+        licitaciones_samples("version7.atom", "fragment.atom"),
     )
     land(lake, "agregadas", {"broken.atom": _agregadas_page()})
     for dataset in ("licitaciones", "agregadas"):

@@ -19,7 +19,7 @@ from urllib.parse import quote
 import pytest
 
 from tests.airflow.conftest import airflow_db  # noqa: F401 - the session's migrated SQLite DB
-from tests.conftest import SAMPLES
+from tests.pages import licitaciones_samples
 
 pytestmark = pytest.mark.airflow
 
@@ -85,15 +85,10 @@ def reports_lake(tmp_path_factory, triggered_replay) -> Path:
     from tests.spark.bronze import land
 
     lake = tmp_path_factory.mktemp("view-reports") / "lake"
-    lic = SAMPLES / "643_licitaciones"
     land(
         lake,
         "licitaciones",
-        {
-            "version7.atom": (lic / "resolvedWithLotsAllAwarded" / "version7.atom").read_bytes(),
-            "version11.atom": (lic / "resolvedWithNoLots" / "version11.atom").read_bytes(),
-            "fragment.atom": next((lic / "fragment_not_wellformed").glob("*.atom")).read_bytes(),
-        },
+        licitaciones_samples(),
     )
     run_id = triggered_replay["run_id"]
     ingest(IngestRequest(get_dataset("licitaciones"), lake, "ingest-run"), "delta-rs")
