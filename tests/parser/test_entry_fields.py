@@ -90,3 +90,20 @@ def test_single_values_take_the_first_occurrence_and_lists_keep_every_one() -> N
         ("W2", "Vigo"),  # else PostalAddress
         (None, None),
     ]
+
+
+def test_a_parent_chain_as_deep_as_libxml2_allows_is_read_whole() -> None:
+    """The walk recurses per level: at libxml2's nesting limit (256, settings.XML_MAX_DEPTH) it must still
+    read every name, not fail the record with a RecursionError (the chain was once read in a loop)."""
+    depth = 250  # the deepest chain libxml2 parses in a record (251 is "Excessive depth in document")
+    chain = ""
+    for level in reversed(range(depth)):
+        chain = PARENT.format(f"L{level}", chain)
+    record = (
+        f"<entry><id>{ID_PREFIX}8</id><updated>2022-01-05T10:00:00Z</updated><cac-place-ext:ContractFolderStatus>"
+        f"<cac-place-ext:LocatedContractingParty>{chain}</cac-place-ext:LocatedContractingParty>"
+        "</cac-place-ext:ContractFolderStatus></entry>"
+    )
+    result = parse_page(ATOM_ROOT + record.encode() + b"</feed>", dataset=get_dataset("agregadas"), source_file="deep")
+    assert result.dead_letters == []
+    assert result.entries[0]["parent_party_names"] == [f"L{level}" for level in range(depth)]

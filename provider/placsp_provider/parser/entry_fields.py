@@ -86,17 +86,18 @@ _CAMEL_BOUNDARY = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 # ---------------------------------------------------------------------------------------------------
 # Field paths, compiled. Each record's tree is walked once, top down, along the paths below: at each
 # element one dict lookup per child says whether that child matters and what to keep of it. This
-# replaced a per-element index of children queried ~100 times an entry: the same reads at ~1/3 of the
-# cost (decision 0048). What each step keeps:
-#   FIRST  the first child of that tag, under `slot`; its own paths are walked into the same dict;
-#   GROUP  the first child of that tag, walked into a dict of its own (kept under `slot`);
-#   EACH   every child of that tag, in a list under `slot`;
-#   GROUPS every child of that tag, each walked into a dict of its own, in a list under `slot`.
-# A later child of a FIRST/GROUP tag is skipped whole, as `first` did: the first occurrence wins. A
-# group's own element is kept under the key "" (for its attributes).
+# replaced an index of each element's children queried ~300 times an entry (decision 0049). A step
+# keeps, under its slot (the tag's local name unless given):
+#   FIRST   the first child of that tag; its own paths are walked into the same dict;
+#   GROUP   the first child of that tag, walked into a dict of its own;
+#   EACH    every child of that tag, in a list;
+#   GROUPS  every child of that tag, each walked into a dict of its own, in a list.
+# A later child of a FIRST/GROUP tag is skipped whole: the first occurrence wins, and nothing is read
+# from inside a later one. A group keeps its own element under the key "" (for its attributes).
 
 FIRST, GROUP, EACH, GROUPS = range(4)
-Paths = dict[Any, tuple[str, int, Any]]  # tag -> (slot, how, the Paths inside or None)
+Step = tuple[str, int, Any]  # (slot, how, the Paths inside or None)
+Paths = dict[Any, Step]  # Clark tag -> step
 Found = dict[str, Any]
 
 
@@ -119,9 +120,9 @@ def _walk(element: Element, paths: Paths, found: Found) -> None:
                 items.append(child)
         elif how == GROUP:
             if slot not in found:
-                found[slot] = _group(child, inner)
+                found[slot] = _read_group(child, inner)
         else:
-            group = _group(child, inner)
+            group = _read_group(child, inner)
             items = found.get(slot)
             if items is None:
                 found[slot] = [group]
@@ -129,161 +130,146 @@ def _walk(element: Element, paths: Paths, found: Found) -> None:
                 items.append(group)
 
 
-def _group(element: Element, paths: Paths | None) -> Found:
+def _read_group(element: Element, paths: Paths) -> Found:
     found: Found = {"": element}
-    if paths is not None:
-        _walk(element, paths, found)
+    _walk(element, paths, found)
     return found
 
 
-def _first(tag: str, slot: str, inner: Paths | None = None) -> tuple[str, tuple[str, int, Paths | None]]:
-    return tag, (slot, FIRST, inner)
+def _paths(*steps: tuple[str, Step]) -> Paths:
+    return dict(steps)
 
 
-def _each(tag: str, slot: str) -> tuple[str, tuple[str, int, Paths | None]]:
-    return tag, (slot, EACH, None)
+def _first(tag: str, inner: Paths | None = None, *, slot: str | None = None) -> tuple[str, Step]:
+    return tag, (slot or tag.rsplit("}", 1)[-1], FIRST, inner)
 
 
-def _group_of(tag: str, slot: str, inner: Paths, *, every: bool = False) -> tuple[str, tuple[str, int, Paths | None]]:
-    return tag, (slot, GROUPS if every else GROUP, inner)
+def _each(tag: str) -> tuple[str, Step]:
+    return tag, (tag.rsplit("}", 1)[-1], EACH, None)
 
 
-def _texts_of(tags: dict[str, str], names: str) -> Paths:
-    """FIRST steps for leaf fields whose slot is their local name."""
-    return dict(_first(tags[name], name) for name in names.split())
+def _group(tag: str, inner: Paths, *, slot: str | None = None) -> tuple[str, Step]:
+    return tag, (slot or tag.rsplit("}", 1)[-1], GROUP, inner)
 
 
-_ADDRESS: Paths = {
-    **_texts_of(CBC, "CityName PostalZone"),
-    **dict([_first(CAC["AddressLine"], "AddressLine", dict([_first(CBC["Line"], "Line")]))]),
-    **dict([_first(CAC["Country"], "Country", dict([_first(CBC["IdentificationCode"], "IdentificationCode")]))]),
-}
+def _groups(tag: str, inner: Paths, *, slot: str) -> tuple[str, Step]:
+    return tag, (slot, GROUPS, inner)
+
+
+_NAME = _paths(_first(CBC["Name"]))
+_ADDRESS = _paths(
+    _first(CBC["CityName"]),
+    _first(CBC["PostalZone"]),
+    _first(CAC["AddressLine"], _paths(_first(CBC["Line"]))),
+    _first(CAC["Country"], _paths(_first(CBC["IdentificationCode"]))),
+)
 # A contracting party (cac:Party) or a winner (cac:WinningParty): the same UBL party.
-_PARTY: Paths = dict(
-    [
-        _group_of(CAC["PartyIdentification"], "identifications", dict([_first(CBC["ID"], "ID")]), every=True),
-        _first(CAC["PartyName"], "PartyName", dict([_first(CBC["Name"], "Name")])),
-        _first(CBC["WebsiteURI"], "WebsiteURI"),
-        _group_of(CAC["PostalAddress"], "PostalAddress", _ADDRESS),
-        # PLACSP writes a winner's place under PhysicalLocation/Address; UBL also allows PostalAddress.
-        _first(CAC["PhysicalLocation"], "PhysicalLocation", dict([_group_of(CAC["Address"], "Address", _ADDRESS)])),
-        _first(
-            CAC["Contact"],
-            "Contact",
-            _texts_of(CBC, "Telephone ElectronicMail") | dict([_first(CBC["Name"], "ContactName")]),
-        ),
-    ]
+_PARTY = _paths(
+    _groups(CAC["PartyIdentification"], _paths(_first(CBC["ID"])), slot="identifications"),
+    _first(CAC["PartyName"], _NAME),
+    _first(CBC["WebsiteURI"]),
+    _group(CAC["PostalAddress"], _ADDRESS),
+    # PLACSP writes a winner's place under PhysicalLocation/Address; UBL also allows PostalAddress.
+    _first(CAC["PhysicalLocation"], _paths(_group(CAC["Address"], _ADDRESS))),
+    _first(
+        CAC["Contact"],
+        _paths(_first(CBC["Name"], slot="ContactName"), _first(CBC["Telephone"]), _first(CBC["ElectronicMail"])),
+    ),
 )
-_PARENT: Paths = dict([_first(CAC["PartyName"], "PartyName", dict([_first(CBC["Name"], "Name")]))])
-_PARENT[CAC_EXT["ParentLocatedParty"]] = ("ParentLocatedParty", GROUP, _PARENT)  # a chain, nearest first
-_LOCATED_PARTY: Paths = dict(
-    [
-        _first(CBC["ContractingPartyTypeCode"], "ContractingPartyTypeCode"),
-        _each(CBC["ActivityCode"], "ActivityCode"),
-        _first(CBC["BuyerProfileURIID"], "BuyerProfileURIID"),
-        _group_of(CAC["Party"], "Party", _PARTY),
-        _group_of(CAC_EXT["ParentLocatedParty"], "ParentLocatedParty", _PARENT),
-    ]
+_PARENT = _paths(_first(CAC["PartyName"], _NAME))
+_PARENT.update([_group(CAC_EXT["ParentLocatedParty"], _PARENT)])  # a chain, nearest first
+_LOCATED_PARTY = _paths(
+    _first(CBC["ContractingPartyTypeCode"]),
+    _each(CBC["ActivityCode"]),
+    _first(CBC["BuyerProfileURIID"]),
+    _group(CAC["Party"], _PARTY),
+    _group(CAC_EXT["ParentLocatedParty"], _PARENT),
 )
-_BUDGET: Paths = _texts_of(CBC, "EstimatedOverallContractAmount TotalAmount TaxExclusiveAmount")
 # The entry's procurement project and each lot's.
-_PROJECT: Paths = {
-    **_texts_of(CBC, "Name TypeCode SubTypeCode"),
-    **dict(
-        [
-            _group_of(CAC["BudgetAmount"], "BudgetAmount", _BUDGET),
-            _group_of(
-                CAC["RequiredCommodityClassification"],
-                "classifications",
-                dict([_each(CBC["ItemClassificationCode"], "ItemClassificationCode")]),
-                every=True,
-            ),
-            _group_of(
-                CAC["RealizedLocation"],
-                "locations",
-                dict([_each(CBC["CountrySubentityCode"], "CountrySubentityCode")]) | _texts_of(CBC, "CountrySubentity"),
-                every=True,
-            ),
-            _group_of(CAC["PlannedPeriod"], "PlannedPeriod", _texts_of(CBC, "DurationMeasure StartDate EndDate")),
-        ]
-    ),
-}
-_PROCESS: Paths = {
-    **_texts_of(CBC, "ProcedureCode UrgencyCode ContractingSystemCode SubmissionMethodCode"),
-    **dict([_group_of(CAC["TenderSubmissionDeadlinePeriod"], "deadline", _texts_of(CBC, "EndDate EndTime"))]),
-}
-_NOTICE: Paths = dict(
-    [
-        _first(CBC_EXT["NoticeTypeCode"], "NoticeTypeCode"),
-        _group_of(
-            CAC_EXT["AdditionalPublicationStatus"],
-            "statuses",
-            dict(
-                [
-                    _first(CBC_EXT["PublicationMediaName"], "PublicationMediaName"),
-                    _group_of(
-                        CAC_EXT["AdditionalPublicationDocumentReference"],
-                        "references",
-                        _texts_of(CBC, "IssueDate"),
-                        every=True,
-                    ),
-                ]
-            ),
-            every=True,
+_PROJECT = _paths(
+    _first(CBC["Name"]),
+    _first(CBC["TypeCode"]),
+    _first(CBC["SubTypeCode"]),
+    _group(
+        CAC["BudgetAmount"],
+        _paths(
+            _first(CBC["EstimatedOverallContractAmount"]), _first(CBC["TotalAmount"]), _first(CBC["TaxExclusiveAmount"])
         ),
-    ]
+    ),
+    _groups(
+        CAC["RequiredCommodityClassification"], _paths(_each(CBC["ItemClassificationCode"])), slot="classifications"
+    ),
+    _groups(
+        CAC["RealizedLocation"],
+        _paths(_first(CBC["CountrySubentity"]), _each(CBC["CountrySubentityCode"])),
+        slot="locations",
+    ),
+    _group(
+        CAC["PlannedPeriod"], _paths(_first(CBC["DurationMeasure"]), _first(CBC["StartDate"]), _first(CBC["EndDate"]))
+    ),
 )
-_LOT: Paths = dict([_first(CBC["ID"], "ID"), _group_of(CAC["ProcurementProject"], "ProcurementProject", _PROJECT)])
-_RESULT: Paths = {
-    **_texts_of(
-        CBC,
-        "ResultCode Description AwardDate StartDate ReceivedTenderQuantity SMEsReceivedTenderQuantity "
-        "LowerTenderAmount HigherTenderAmount SMEAwardedIndicator",
+_PROCESS = _paths(
+    _first(CBC["ProcedureCode"]),
+    _first(CBC["UrgencyCode"]),
+    _first(CBC["ContractingSystemCode"]),
+    _first(CBC["SubmissionMethodCode"]),
+    _group(
+        CAC["TenderSubmissionDeadlinePeriod"], _paths(_first(CBC["EndDate"]), _first(CBC["EndTime"])), slot="deadline"
     ),
-    **dict(
-        [
-            _first(
-                CAC["AwardedTenderedProject"],
-                "AwardedTenderedProject",
-                dict(
-                    [
-                        _first(CBC["ProcurementProjectLotID"], "ProcurementProjectLotID"),
-                        _first(
-                            CAC["LegalMonetaryTotal"],
-                            "LegalMonetaryTotal",
-                            dict([_first(CBC["TaxExclusiveAmount"], "AwardedTaxExclusive")])
-                            | dict([_first(CBC["PayableAmount"], "PayableAmount")]),
-                        ),
-                    ]
-                ),
+)
+_NOTICE = _paths(
+    _first(CBC_EXT["NoticeTypeCode"]),
+    _groups(
+        CAC_EXT["AdditionalPublicationStatus"],
+        _paths(
+            _first(CBC_EXT["PublicationMediaName"]),
+            _groups(
+                CAC_EXT["AdditionalPublicationDocumentReference"], _paths(_first(CBC["IssueDate"])), slot="references"
             ),
-            _group_of(CAC["Contract"], "Contract", _texts_of(CBC, "ID IssueDate")),
-            _group_of(CAC["WinningParty"], "winners", _PARTY, every=True),
-        ]
+        ),
+        slot="statuses",
     ),
-}
-_FOLDER: Paths = {
-    **_texts_of(CBC, "ContractFolderID"),
-    **_texts_of(CBC_EXT, "ContractFolderStatusCode"),
-    **dict(
-        [
-            _each(CBC["UUID"], "UUID"),
-            _group_of(CAC_EXT["LocatedContractingParty"], "LocatedContractingParty", _LOCATED_PARTY),
-            _group_of(CAC["ProcurementProject"], "ProcurementProject", _PROJECT),
-            _first(CAC["TenderingProcess"], "TenderingProcess", _PROCESS),
+)
+_LOT = _paths(_first(CBC["ID"]), _group(CAC["ProcurementProject"], _PROJECT))
+_RESULT = _paths(
+    _first(CBC["ResultCode"]),
+    _first(CBC["Description"]),
+    _first(CBC["AwardDate"]),
+    _first(CBC["StartDate"]),
+    _first(CBC["ReceivedTenderQuantity"]),
+    _first(CBC["SMEsReceivedTenderQuantity"]),
+    _first(CBC["LowerTenderAmount"]),
+    _first(CBC["HigherTenderAmount"]),
+    _first(CBC["SMEAwardedIndicator"]),
+    _first(
+        CAC["AwardedTenderedProject"],
+        _paths(
+            _first(CBC["ProcurementProjectLotID"]),
             _first(
-                CAC["TenderingTerms"], "TenderingTerms", dict([_each(CBC["FundingProgramCode"], "FundingProgramCode")])
+                CAC["LegalMonetaryTotal"],
+                _paths(_first(CBC["TaxExclusiveAmount"], slot="AwardedTaxExclusive"), _first(CBC["PayableAmount"])),
             ),
-            _group_of(CAC_EXT["ValidNoticeInfo"], "notices", _NOTICE, every=True),
-            _group_of(CAC["ProcurementProjectLot"], "lots", _LOT, every=True),
-            _group_of(CAC["TenderResult"], "results", _RESULT, every=True),
-        ]
+        ),
     ),
-}
-_ENTRY: Paths = {
-    **_texts_of(A, "id updated title summary link"),
-    **dict([_group_of(CAC_EXT["ContractFolderStatus"], "ContractFolderStatus", _FOLDER)]),
-}
+    _group(CAC["Contract"], _paths(_first(CBC["ID"]), _first(CBC["IssueDate"]))),
+    _groups(CAC["WinningParty"], _PARTY, slot="winners"),
+)
+_FOLDER = _paths(
+    _first(CBC["ContractFolderID"]),
+    _first(CBC_EXT["ContractFolderStatusCode"]),
+    _each(CBC["UUID"]),
+    _group(CAC_EXT["LocatedContractingParty"], _LOCATED_PARTY),
+    _group(CAC["ProcurementProject"], _PROJECT),
+    _first(CAC["TenderingProcess"], _PROCESS),
+    _first(CAC["TenderingTerms"], _paths(_each(CBC["FundingProgramCode"]))),
+    _groups(CAC_EXT["ValidNoticeInfo"], _NOTICE, slot="notices"),
+    _groups(CAC["ProcurementProjectLot"], _LOT, slot="lots"),
+    _groups(CAC["TenderResult"], _RESULT, slot="results"),
+)
+_ENTRY = _paths(
+    *(_first(A[name]) for name in ("id", "updated", "title", "summary", "link")),
+    _group(CAC_EXT["ContractFolderStatus"], _FOLDER),
+)
 _NOTHING: Found = {}
 
 
@@ -353,7 +339,7 @@ class EntryRows:
 def extract_entry(entry: Element, *, dataset: Dataset, source_file: str, problems: Problems) -> EntryRows:
     """All rows of one `<entry>`. Problems go to `problems`; the rows are only valid when it is empty."""
     values = _Values(problems)
-    found = _group(entry, _ENTRY)
+    found = _read_group(entry, _ENTRY)
     entry_id = _text(found.get("id"))
     folder_number = validation.check_entry_id(entry_id, dataset, problems)
     updated = validation.check_timestamp(_text(found.get("updated")), problems, what="updated")
