@@ -36,6 +36,7 @@ BENCHMARKS: tuple[str, ...] = (
     "benchmarks.bench_completeness",
     "benchmarks.bench_quality",
     "benchmarks.bench_s3",
+    "benchmarks.bench_growth",
 )
 NAMES = [m.rsplit(".", 1)[-1].removeprefix("bench_") for m in BENCHMARKS]  # what `--only` takes
 
