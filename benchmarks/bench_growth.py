@@ -13,8 +13,16 @@ versions of entries the 24 pages hold (so in both lakes): a daily batch updates 
 Goal: large / small <= 1.5x for each writer. The new page's rows in Silver (every Silver table's rows of
 the run, clock columns aside) must be the same in both lakes: asserted.
 
-Where the time goes, per round: each commit's delta-rs or Spark `operationMetrics` (MERGE scan: files
-scanned and skipped), read from the Delta log after the run.
+After each ingest, what the daily DAG reads next, each a fresh `placsp` process, timed alike: the
+contracts of the run's scope, the dead-letter gate's count, the volume check (whose versions cache is
+built with each lake, as the daily runs before would leave it).
+
+Where the time goes: each commit's `operationMetrics` (delta-rs's or Spark's: files rewritten, execution
+ms), read from the Delta log after the run. An experiment beside the goals (`delta-rs clustered`):
+both lakes' Silver rewritten sorted by entry_id, `CLUSTER_ROWS` rows a file (docs/decisions/0048).
+
+    python -m benchmarks.bench_growth build DIR        # the lakes, kept (then: measure DIR [rounds])
+    python -m benchmarks.bench_growth docs OUT.json    # the docs section again from a run's raw JSON
 """
 
 from __future__ import annotations
@@ -73,9 +81,8 @@ def build_lakes(root: Path, small: int = SMALL, large: int = LARGE) -> dict[str,
     for name, count in (("small", small), ("large", large)):
         lake = land_template(older[:count], root / name, DATASET)
         _placsp(["ingest", "--dataset", DATASET, "--lake", str(lake), "--run-id", f"build-{name}"])
-        _placsp(
-            READS["volume"](lake), ok=(0, 1)
-        )  # the volume series' cache of the pages so far, as a daily run leaves it
+        # The volume series' cache of the pages so far, as the daily runs before leave it.
+        _placsp(READS["volume"](lake), ok=(0, 1))
         out[name] = lake
     return out
 
