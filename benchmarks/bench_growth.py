@@ -98,9 +98,9 @@ def cluster_lake(src: Path, dst: Path, rows: int = CLUSTER_ROWS) -> Path:
     for table in SILVER_TABLES:
         path = str(table_path(dst, table))
         data = DeltaTable(path).to_pyarrow_table().sort_by("entry_id")
-        for start in range(0, max(data.num_rows, 1), rows):
-            mode = "overwrite" if start == 0 else "append"
-            write_deltalake(path, data.slice(start, rows), mode=mode, partition_by=["dataset"])
+        write_deltalake(path, data.slice(0, rows), mode="overwrite", partition_by=["dataset"])
+        for start in range(rows, data.num_rows, rows):
+            write_deltalake(path, data.slice(start, rows), mode="append", partition_by=["dataset"])
     return dst
 
 
