@@ -58,12 +58,13 @@ _ID = re.compile(rb"(<entry>.*?<id>)([^<]+)(</id>)", re.S)
 _RUN_ID = "bench-growth-daily"
 
 
-def make_pages(folder: Path, pages: int, seed: int = SEED) -> tuple[Path, list[Path]]:
+def make_pages(folder: Path, pages: int, seed: int = SEED, small: int = SMALL) -> tuple[Path, list[Path]]:
     """`pages` + 1 real-shaped pages, newest first: the new daily page, then the lake's pages. The new
-    page's first `UPDATED` entries take the ids of entries of the pages after it (newer versions)."""
+    page's first `UPDATED` entries take the ids of entries of the `small` pages after it (newer versions
+    of entries both lakes hold)."""
     corpus = generate_corpus(folder, pages + 1, dataset_key=DATASET, seed=seed, **REAL_SHAPE.options())
     new, older = corpus.files[0], corpus.files[1:]
-    donors = [m.group(2) for page in older[:SMALL] for m in _ID.finditer(page.read_bytes())][::37][:UPDATED]
+    donors = [m.group(2) for page in older[:small] for m in _ID.finditer(page.read_bytes())][::37][:UPDATED]
     taken = iter(donors)
 
     def swap(m: re.Match[bytes]) -> bytes:
@@ -76,7 +77,7 @@ def make_pages(folder: Path, pages: int, seed: int = SEED) -> tuple[Path, list[P
 
 def build_lakes(root: Path, small: int = SMALL, large: int = LARGE) -> dict[str, Path]:
     """The new page's template and the two lakes (Bronze landed, Silver by one `placsp ingest` each)."""
-    new, older = make_pages(root / "pages", large)
+    new, older = make_pages(root / "pages", large, small=small)
     out = {"new": land_template([new], root / "new", DATASET)}
     for name, count in (("small", small), ("large", large)):
         lake = land_template(older[:count], root / name, DATASET)
