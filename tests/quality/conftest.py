@@ -32,11 +32,7 @@ def real_lake(spark, tmp_path_factory) -> Path:  # noqa: F811 - the fixture abov
 
     lake = tmp_path_factory.mktemp("quality") / "lake"
 
-    land(
-        lake,
-        "licitaciones",
-        licitaciones_samples(),
-    )
+    land(lake, "licitaciones", licitaciones_samples())
     with zipfile.ZipFile(SAMPLES / "1044_agregadas" / "PlataformasAgregadasSinMenores_202201_05-06.zip") as z:
         land(lake, "agregadas", {n: z.read(n) for n in z.namelist()})
     for dataset in DATASETS:

@@ -56,11 +56,7 @@ def ui_lake(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from placsp_provider.ingest.run import ingest
 
     lake = tmp_path_factory.mktemp("ui") / "lake"
-    land(
-        lake,
-        "licitaciones",
-        licitaciones_samples("version7.atom", "fragment.atom"),
-    )
+    land(lake, "licitaciones", licitaciones_samples("version7.atom", "fragment.atom"))
     land(lake, "agregadas", {"broken.atom": _agregadas_page()})
     for dataset in ("licitaciones", "agregadas"):
         ingest(IngestRequest(get_dataset(dataset), lake, UI_RUN_ID), "delta-rs")

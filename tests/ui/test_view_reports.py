@@ -85,11 +85,7 @@ def reports_lake(tmp_path_factory, triggered_replay) -> Path:
     from tests.spark.bronze import land
 
     lake = tmp_path_factory.mktemp("view-reports") / "lake"
-    land(
-        lake,
-        "licitaciones",
-        licitaciones_samples(),
-    )
+    land(lake, "licitaciones", licitaciones_samples())
     run_id = triggered_replay["run_id"]
     ingest(IngestRequest(get_dataset("licitaciones"), lake, "ingest-run"), "delta-rs")
     check_dataset(lake, "licitaciones", run_id=run_id)
