@@ -1,5 +1,8 @@
 """The deployed stack, once for the system tests (tests/system/stack.py), and where they keep artifacts.
 
+Package-scoped, not session: the stack stops when the last system test ends, so its services' polling
+does not share the two cores with the tests collected after tests/system.
+
 Output folder: `$PLACSP_SYSTEM_TEST_OUT`, default `<repo>/.system-test/` (emptied at the start):
 the services' logs, the OpenLineage events received, the browser's screenshots, and `timings.json`.
 """
@@ -22,7 +25,7 @@ from tests.system.deployment import REPO
 DEADLINE_MINUTES = "0.25"
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def out() -> Path:
     folder = Path(os.environ.get("PLACSP_SYSTEM_TEST_OUT") or REPO / ".system-test")
     shutil.rmtree(folder, ignore_errors=True)
@@ -30,7 +33,7 @@ def out() -> Path:
     return folder
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def timings(out: Path) -> Iterator[dict[str, float]]:
     values: dict[str, float] = {}
     start = time.monotonic()
@@ -40,7 +43,7 @@ def timings(out: Path) -> Iterator[dict[str, float]]:
     print(f"\nsystem test timings (s): {json.dumps({k: round(v, 1) for k, v in values.items()})}")
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def stack(out: Path, timings: dict[str, float]) -> Iterator:
     from tests.system.stack import Stack
 
@@ -55,7 +58,7 @@ def stack(out: Path, timings: dict[str, float]) -> Iterator:
     timings["stack down"] = time.monotonic() - stop
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def api(stack):
     from tests.system.api import AirflowApi
     from tests.system.deployment import COMPOSE_VARIABLES

@@ -35,20 +35,24 @@ DELTA_CONF: dict[str, str] = {
 # resident). Serial GC: a batch job needs no pause-time goals, and G1's concurrent threads and
 # remembered sets cost ~10% more CPU and ~70 MB (decision 0008).
 DEFAULT_DRIVER_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m -XX:+UseSerialGC"
+# A driver that lives long enough to repay C2's compiling (an hour of MERGEs, e.g. a test session):
+# measured: small ingests take 0.63x the time from the fourth on, the first one longer (decision 0050).
+LONG_LIVED_DRIVER_JAVA_OPTIONS = "-XX:ReservedCodeCacheSize=240m -XX:+UseSerialGC"
 # The work that needs memory (parsing) happens in Python workers, and Spark spills what does not fit:
 # 768 MB runs a 20-page ingest as fast as 1 GB with less peak RSS (decision 0008). A backfill of
 # thousands of pages in one run may want more (`PLACSP_SPARK_DRIVER_MEMORY`).
 DEFAULT_DRIVER_MEMORY = "768m"
 
 
-def driver_java_options() -> str:
-    """JVM options of the driver (`PLACSP_SPARK_JAVA_OPTIONS`; empty for none), plus the class archive's
-    when one was built for this JVM and Spark (`spark/class_archive.py`).
+def driver_java_options(options: str | None = None) -> str:
+    """JVM options of the driver (`options`, else `PLACSP_SPARK_JAVA_OPTIONS`; empty for none), plus the
+    class archive's when one was built for this JVM and Spark (`spark/class_archive.py`).
 
     A driver that runs for hours, e.g. a backfill of years in one run, may do better with C2
-    (`PLACSP_SPARK_JAVA_OPTIONS="-XX:+UseSerialGC"`).
+    (`PLACSP_SPARK_JAVA_OPTIONS`, or `options`, set to `LONG_LIVED_DRIVER_JAVA_OPTIONS`; decision 0050).
     """
-    options = os.environ.get("PLACSP_SPARK_JAVA_OPTIONS", DEFAULT_DRIVER_JAVA_OPTIONS)
+    if options is None:
+        options = os.environ.get("PLACSP_SPARK_JAVA_OPTIONS", DEFAULT_DRIVER_JAVA_OPTIONS)
     return " ".join(filter(None, (options, archive_options(options))))
 
 
