@@ -479,4 +479,6 @@ def _resolved(lake: LakePath) -> LakePath:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from placsp_provider.spark.session import run_job
+
+    sys.exit(run_job(main))

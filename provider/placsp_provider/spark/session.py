@@ -6,7 +6,7 @@ Under spark-submit the operator already set master, jars and extensions; `getOrC
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
@@ -118,6 +118,19 @@ def get_session(app_name: str = "placsp", extra: dict[str, str] | None = None) -
     session = SparkSession.builder.appName(app_name).config(map={**conf, **(extra or {})}).getOrCreate()
     session.sparkContext.setLogLevel(os.environ.get("PLACSP_SPARK_LOG_LEVEL", "WARN"))
     return session
+
+
+def run_job(main: Callable[[], int]) -> int:
+    """A spark-submit job's `main`, then its session stopped while the JVM is whole: the listeners'
+    queued events (OpenLineage's last MERGE and application COMPLETE) are delivered by the stop.
+    Left to the JVM's shutdown hooks, a daily run on a loaded machine lost them (CI rehearsal)."""
+    try:
+        return main()
+    finally:
+        from pyspark.sql import SparkSession
+
+        if (active := SparkSession.getActiveSession()) is not None:
+            active.stop()
 
 
 @contextmanager

@@ -177,4 +177,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from placsp_provider.spark.session import run_job
+
+    sys.exit(run_job(main))
