@@ -201,14 +201,16 @@ def run_day(ui_lake) -> dict[str, date]:
     return dict(days)
 
 
-def on_run_day(text: str, dataset: str, run_day: dict[str, date]) -> str:
-    return text.format(day=run_day[dataset], day_before=run_day[dataset] - timedelta(days=1))
+def on_run_day(query: str, where: str, run_day: dict[str, date]) -> tuple[str, str]:
+    """A FILTERS pair with `{day}` and `{day_before}` set from the query's dataset's ingest day."""
+    day = run_day[parse_qs(query)["dataset"][0]]
+    days = {"day": day, "day_before": day - timedelta(days=1)}
+    return query.format(**days), where.format(**days)
 
 
 @pytest.mark.parametrize(("query", "where"), FILTERS)
 def test_filters_narrow_the_count(ui_client, tokens, ui_lake, run_day, query, where):
-    dataset = parse_qs(query)["dataset"][0]
-    query, where = on_run_day(query, dataset, run_day), on_run_day(where, dataset, run_day)
+    query, where = on_run_day(query, where, run_day)
     found, rows = matching(ui_client, tokens, query)
     expected = count(ui_lake, where)
     assert found == len(rows) == expected
@@ -219,7 +221,7 @@ def test_filters_narrow_the_count(ui_client, tokens, ui_lake, run_day, query, wh
 
 def test_the_filters_do_narrow(ui_lake, run_day):
     """The filters above are not all the same count: each of them can fail on its own."""
-    counts = [count(ui_lake, on_run_day(where, parse_qs(q)["dataset"][0], run_day)) for q, where in FILTERS]
+    counts = [count(ui_lake, on_run_day(query, where, run_day)[1]) for query, where in FILTERS]
     assert counts == [3, 2, 3, 1, 2, 3, 0, 3, 0, 3]
 
 
