@@ -18,8 +18,9 @@ contracts of the run's scope, the dead-letter gate's count, the volume check (wh
 built with each lake, as the daily runs before would leave it).
 
 Where the time goes: each commit's `operationMetrics` (delta-rs's or Spark's: files rewritten, execution
-ms), read from the Delta log after the run. An experiment beside the goals (`delta-rs clustered`):
-both lakes' Silver rewritten sorted by entry_id, `CLUSTER_ROWS` rows a file (docs/decisions/0048).
+ms), read from the Delta log after the run. Beside the goals, the same for each engine into both lakes
+after `placsp maintain` (`<engine> maintained`): Silver in the order of its versions' time, files of
+`MAINTAINED_FILE_MB` (docs/decisions/0051).
 
     python -m benchmarks.bench_growth build DIR        # the lakes, kept (then: measure DIR [rounds])
     python -m benchmarks.bench_growth docs OUT.json    # the docs section again from a run's raw JSON
@@ -28,6 +29,7 @@ both lakes' Silver rewritten sorted by entry_id, `CLUSTER_ROWS` rows a file (doc
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -50,10 +52,11 @@ UPDATED = 50  # entries of the new page that update entries of the 24 pages befo
 ROUNDS = 5  # runs of each lake per writer, in ABBA order (decision 0016: five a side)
 GOAL = 1.5
 ENGINES = ("delta-rs", "spark")
-# An experiment beside the goals: the same lakes rewritten sorted by entry_id, this many rows a file
-# (what clustering by entry_id would give), measured with the delta-rs engine.
-CLUSTER_ROWS = 4_000
-CLUSTERED = "delta-rs clustered"
+# Beside the goals: both lakes after table maintenance, Silver's files cut at this size. The pages are
+# clones of two real fragments and compress far better than real ones: 1 MiB holds ~13,000 entries
+# (a month of the bench's daily page), as the default 64 MiB would hold a month of a real dataset.
+MAINTAINED_FILE_MB = 1
+MAINTAINED = " maintained"
 _ID = re.compile(rb"(<entry>.*?<id>)([^<]+)(</id>)", re.S)
 _RUN_ID = "bench-growth-daily"
 
@@ -88,20 +91,10 @@ def build_lakes(root: Path, small: int = SMALL, large: int = LARGE) -> dict[str,
     return out
 
 
-def cluster_lake(src: Path, dst: Path, rows: int = CLUSTER_ROWS) -> Path:
-    """A copy of the lake whose Silver tables are rewritten by delta-rs sorted by entry_id, `rows` rows
-    a file (an overwrite: the same rows, a new version)."""
-    from deltalake import DeltaTable, write_deltalake
-
-    from placsp_provider.lake import SILVER_TABLES, table_path
-
+def maintained_lake(src: Path, dst: Path) -> Path:
+    """A copy of the lake after `placsp maintain` (Spark's, on a local lake), files of `MAINTAINED_FILE_MB`."""
     shutil.copytree(src, dst, symlinks=True)
-    for table in SILVER_TABLES:
-        path = str(table_path(dst, table))
-        data = DeltaTable(path).to_pyarrow_table().sort_by("entry_id")
-        write_deltalake(path, data.slice(0, rows), mode="overwrite", partition_by=["dataset"])
-        for start in range(rows, data.num_rows, rows):
-            write_deltalake(path, data.slice(start, rows), mode="append", partition_by=["dataset"])
+    _placsp(["maintain", "--lake", str(dst)], env={"PLACSP_MAINTENANCE_FILE_MB": str(MAINTAINED_FILE_MB)})
     return dst
 
 
@@ -114,12 +107,15 @@ READS: dict[str, Any] = {
 }
 
 
-def _placsp(args: list[str], timeout: float = 3600, ok: tuple[int, ...] = (0,)) -> tuple[float, str]:
+def _placsp(
+    args: list[str], timeout: float = 3600, ok: tuple[int, ...] = (0,), env: dict[str, str] | None = None
+) -> tuple[float, str]:
     """`placsp <args>` in a fresh process; its wall seconds and stdout."""
     t0 = time.perf_counter()
     done = subprocess.run(
         [sys.executable, "-m", "placsp_provider.cli", *args],
         cwd=REPO,
+        env={**os.environ, **(env or {})},
         capture_output=True,
         text=True,
         timeout=timeout,
@@ -205,16 +201,16 @@ def run(quick: bool = False) -> BenchResult:
         tmp = Path(tmp_name)
         lakes = build_lakes(tmp, small, large)
         for size in ("small", "large"):
-            lakes[f"{size} clustered"] = cluster_lake(lakes[size], tmp / f"{size}-clustered")
+            lakes[size + MAINTAINED] = maintained_lake(lakes[size], tmp / f"{size}-maintained")
         return measure(lakes, tmp / "work", rounds, started, small, large)
 
 
 def measure(lakes: dict[str, Path], work: Path, rounds: int, started: float, small: int, large: int) -> BenchResult:
-    variants = [*ENGINES, *([CLUSTERED] if "large clustered" in lakes else [])]
+    variants = [*ENGINES, *([e + MAINTAINED for e in ENGINES] if "large" + MAINTAINED in lakes else [])]
     runs: dict[str, dict[str, list[dict[str, Any]]]] = {e: {"small": [], "large": []} for e in variants}
     contents: dict[str, dict[str, Any]] = {}
     for engine in variants:
-        suffix = " clustered" if engine == CLUSTERED else ""
+        suffix = MAINTAINED if engine.endswith(MAINTAINED) else ""
         for size in abba(rounds, "small", "large"):
             r = daily_run(lakes[size + suffix], lakes["new"], work, engine.split()[0])
             key = f"{engine}/{size}"
@@ -282,9 +278,10 @@ def _result(
         f"One new real-shaped daily page (475 entries, {UPDATED} of them newer versions of older ones; 25 tombstones) "
         f"`placsp ingest`ed into a copy of a lake of {small} pages and of {large} pages ({large // small}x), "
         "fresh processes, ABBA rounds, medians; lakes built by one `placsp ingest` each, not timed. "
-        f"`{CLUSTERED}`: an experiment, both lakes' Silver rewritten sorted by entry_id, {CLUSTER_ROWS:,} rows a file. "
+        f"`<engine>{MAINTAINED}`: the same into both lakes after `placsp maintain` (Silver in the order of its "
+        f"versions' time, files of {MAINTAINED_FILE_MB} MiB), no goal. "
         "After each ingest, fresh `placsp` processes: the contracts of the run's scope, the gate's count, the volume "
-        "check. Why: `docs/decisions/0048-daily-cost-growth-measured.md`."
+        "check. Why: `docs/decisions/0048-daily-cost-growth-measured.md`, `0051-silver-files-by-version-time.md`."
     )
     table = Table(["engine", f"{small} pages (s)", f"{large} pages (s)", "median ratio", "pairs"], rows)
     read_table = Table(["engine", "after the ingest", f"{small} pages (s)", f"{large} pages (s)", "ratio"], reads)
@@ -304,9 +301,8 @@ if __name__ == "__main__":
         build_lakes(Path(sys.argv[2]), *(int(a) for a in sys.argv[3:]))
     else:  # measure lakes built before: measure <root> [rounds]
         root = Path(sys.argv[2])
-        lakes = {
-            n: root / n for n in ("new", "small", "large", "small clustered", "large clustered") if (root / n).is_dir()
-        }
+        names = ("new", "small", "large", "small" + MAINTAINED, "large" + MAINTAINED)
+        lakes = {n: root / n for n in names if (root / n).is_dir()}
         res = measure(
             lakes, root / "work", int(sys.argv[3]) if len(sys.argv) > 3 else 1, time.perf_counter(), SMALL, LARGE
         )

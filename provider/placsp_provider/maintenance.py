@@ -1,14 +1,30 @@
-"""What table maintenance reports and says, whichever engine runs it: Spark on a local lake
-(`spark.maintenance`), delta-rs on an S3 lake (`delta_rs.maintenance`; decision 0038)."""
+"""What table maintenance does, reports and says, whichever engine runs it: Spark on a local lake
+(`spark.maintenance`), delta-rs on an S3 lake (`delta_rs.maintenance`; decision 0038).
+
+Silver's tables are compacted in the order of their versions' time, into files of about
+`PLACSP_MAINTENANCE_FILE_MB` (decision 0051): a daily MERGE then rewrites the few files that hold
+the versions it replaces, not the whole table, so its cost stops growing with the lake's history.
+"""
 
 from __future__ import annotations
 
 import logging
 
 from placsp_provider.errors import PlacspError
+from placsp_provider.lake import SILVER_TABLES
 from placsp_provider.lake_storage import LakePath, is_local
 
 log = logging.getLogger(__name__)
+
+# The time of the version a Silver row belongs to: a daily batch replaces versions of about its own
+# time, so files that each hold one span of it are the few a MERGE rewrites.
+VERSION_TIME = {table: "entry_updated" for table in SILVER_TABLES} | {"entries": "updated", "tombstones": "deleted_at"}
+
+
+def ordered_by(table: str, files: int, table_bytes: int, size: int) -> str | None:
+    """The column a table's files are compacted in the order of; None: plain compaction (not a Silver
+    table, or one file no larger than `size`: already one span, nothing to rewrite)."""
+    return VERSION_TIME.get(table) if files > 1 or table_bytes > size else None
 
 
 def runs_on_spark(lake: LakePath) -> bool:

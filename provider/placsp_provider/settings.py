@@ -50,6 +50,19 @@ def completeness_schedule() -> str:
     return os.environ.get("PLACSP_COMPLETENESS_SCHEDULE", "0 6 5 * *")
 
 
+# Silver files after table maintenance (decision 0051): about a month of the busiest dataset's
+# versions, so a daily MERGE rewrites a file or two of that size, and few files for a reader.
+DEFAULT_MAINTENANCE_FILE_MB = 64.0
+
+
+def maintenance_file_bytes() -> int:
+    """The size table maintenance cuts Silver's files at (`PLACSP_MAINTENANCE_FILE_MB`, in MiB)."""
+    mb = _number("PLACSP_MAINTENANCE_FILE_MB", DEFAULT_MAINTENANCE_FILE_MB, float)
+    if not mb > 0:
+        raise ConfigError(f"PLACSP_MAINTENANCE_FILE_MB must be more than 0, not {mb}")
+    return max(1, int(mb * 1024 * 1024))
+
+
 def dead_letter_max_ratio() -> float:
     """Dead letters / entries read above which the daily gate trips (default 5%)."""
     return _number("PLACSP_DEAD_LETTER_MAX_RATIO", 0.05, float)

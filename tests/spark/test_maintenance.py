@@ -4,20 +4,25 @@ reader sees changes (Spark's rows and delta-rs's, before and after)."""
 
 from __future__ import annotations
 
+import itertools
 import os
+import shutil
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
 
 from placsp_provider.datasets import get_dataset
+from placsp_provider.delta_rs.maintenance import maintain_tables as maintain_with_delta_rs
 from placsp_provider.errors import PlacspError
 from placsp_provider.ingest.request import IngestRequest
 from placsp_provider.ingest.run import ingest as run_ingest
-from placsp_provider.lake import LAKE_TABLES, table_path
-from placsp_provider.spark.maintenance import _LISTING_TASKS_CONF, data_files, maintain_tables
+from placsp_provider.lake import LAKE_TABLES, SILVER_TABLES, table_path
+from placsp_provider.maintenance import VERSION_TIME
+from placsp_provider.spark.maintenance import _LISTING_TASKS_CONF, _MAX_FILE_SIZE_CONF, data_files, maintain_tables
 from tests.pages import day, page
 from tests.spark.bronze import land
 
@@ -45,6 +50,23 @@ def _stray(table_dir: Path, name: str, age_days: float) -> Path:
     stamp = time.time() - age_days * 86400
     os.utime(stray, (stamp, stamp))
     return stray
+
+
+def _data_files(lake: Path, table: str) -> list[str]:
+    from deltalake import DeltaTable
+
+    return [u.removeprefix("file://") for u in DeltaTable(str(table_path(lake, table))).file_uris()]
+
+
+def _time_spans(lake: Path, table: str) -> list[tuple[object, object]]:
+    """Each data file's (min, max) of the table's version time, from the Delta log's statistics."""
+    import pyarrow as pa
+    from deltalake import DeltaTable
+
+    column = VERSION_TIME[table]
+    files = pa.table(DeltaTable(str(table_path(lake, table))).get_add_actions(flatten=True))
+    lows, highs = files.column(f"min.{column}").to_pylist(), files.column(f"max.{column}").to_pylist()
+    return sorted(zip(lows, highs, strict=True))
 
 
 def test_maintenance_compacts_and_deletes_only_what_no_version_uses(spark, tmp_path: Path) -> None:
@@ -75,6 +97,23 @@ def test_maintenance_compacts_and_deletes_only_what_no_version_uses(spark, tmp_p
             d["files_left"] == data_files(table_path(lake, t)) == on_disk[t] + d["files_written"] - d["files_deleted"]
         )
     assert spark.conf.get(_LISTING_TASKS_CONF, None) is None  # the session is left as it was
+    assert spark.conf.get(_MAX_FILE_SIZE_CONF, None) is None
+
+    # Silver's files cut small (1 byte), by each engine: files of disjoint spans of the versions' time,
+    # so a daily MERGE rewrites only those holding its older versions. Spark cuts at most a file per
+    # distinct time; delta-rs cuts between the batches it writes (2,048 rows here: one file), sorted.
+    by_delta_rs = shutil.copytree(lake, tmp_path / "by-delta-rs")
+    maintain_tables(spark, lake, SILVER_TABLES, file_bytes=1)
+    maintain_with_delta_rs(by_delta_rs, SILVER_TABLES, file_bytes=1)
+    for maintained in (lake, by_delta_rs):
+        assert _delta_rs_rows(maintained) == before_rs
+        for t in ("entries", "results", "tombstones"):
+            spans = _time_spans(maintained, t)
+            assert len(spans) > 1 or maintained == by_delta_rs, (t, spans)
+            assert all(a[1] < b[0] for a, b in itertools.pairwise(spans)), (maintained.name, t, spans)
+            for file in _data_files(maintained, t):
+                times = pq.read_table(file, columns=[VERSION_TIME[t]]).column(0).to_pylist()
+                assert times == sorted(times), (maintained.name, t, file)
 
 
 def test_a_writer_committing_meanwhile_is_a_one_line_error_naming_table_and_step(

@@ -2,7 +2,9 @@
 
 Every daily ingest MERGE rewrites the data files it touches; the replaced files stay on disk until a
 VACUUM, so without this a lake grows by about every touched table each day. One task: Delta
-`OPTIMIZE` (small files into larger ones), then `VACUUM` with Delta's 7-day retention, on every lake
+`OPTIMIZE` (Silver's tables in the order of their versions' time, in files of
+`PLACSP_MAINTENANCE_FILE_MB`, so the next daily MERGEs rewrite only the files of the time they touch;
+the others' small files into larger ones), then `VACUUM` with Delta's 7-day retention, on every lake
 table (docs/runbook.md, "Table maintenance"). The rows do not change, so no consumer reruns.
 
 It runs on Sunday at noon UTC, when the daily run (at midnight) is long done. A commit of an ingest or

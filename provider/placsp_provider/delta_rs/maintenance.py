@@ -12,17 +12,22 @@ from collections.abc import Sequence
 from placsp_provider.ingest.tables import has_commit
 from placsp_provider.lake import LAKE_TABLES, table_path
 from placsp_provider.lake_storage import LakePath, open_table
-from placsp_provider.maintenance import commit_conflict, table_done
+from placsp_provider.maintenance import commit_conflict, ordered_by, table_done
+from placsp_provider.settings import maintenance_file_bytes
 from placsp_provider.table_files import data_files
 
 log = logging.getLogger(__name__)
 
 
-def maintain_tables(lake: LakePath, tables: Sequence[str] = LAKE_TABLES) -> dict[str, dict[str, int]]:
-    """Compaction then VACUUM of each table; per table, what changed in storage (the keys of
-    `spark.maintenance.maintain_tables`). The rows readers see stay the same."""
+def maintain_tables(
+    lake: LakePath, tables: Sequence[str] = LAKE_TABLES, file_bytes: int | None = None
+) -> dict[str, dict[str, int]]:
+    """Compaction (Silver's tables in the order of their versions' time, files of about `file_bytes`:
+    `maintenance.ordered_by`) then VACUUM of each table; per table, what changed in storage (the
+    keys of `spark.maintenance.maintain_tables`). The rows readers see stay the same."""
     from deltalake.exceptions import CommitFailedError
 
+    size = file_bytes or maintenance_file_bytes()
     done: dict[str, dict[str, int]] = {}
     for n, table in enumerate(tables, 1):
         path = table_path(lake, table)
@@ -31,7 +36,10 @@ def maintain_tables(lake: LakePath, tables: Sequence[str] = LAKE_TABLES) -> dict
             continue
         delta, step = open_table(path), "OPTIMIZE"
         try:
-            metrics = delta.optimize.compact()
+            # Silver: one column's Z-order is a global sort, cut into files as delta-rs counts `size`.
+            files = delta.get_add_actions(flatten=True).column("size_bytes").to_pylist()
+            column = ordered_by(table, len(files), sum(files), size)
+            metrics = delta.optimize.compact() if column is None else delta.optimize.z_order([column], target_size=size)
             before = data_files(path)
             step = "VACUUM"
             delta.vacuum(dry_run=False)

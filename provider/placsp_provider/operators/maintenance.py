@@ -19,6 +19,7 @@ from placsp_provider.maintenance import runs_on_spark
 from placsp_provider.operators.links import SparkUILink
 from placsp_provider.operators.spark_submit import SPARK_CONN_DEFAULT, default_application, submit
 from placsp_provider.run_policy import spark_pool_args
+from placsp_provider.settings import maintenance_file_bytes
 
 if TYPE_CHECKING:
     from airflow.providers.openlineage.extractors import OperatorLineage
@@ -78,7 +79,9 @@ class PlacspMaintainOperator(SparkSubmitOperator):
             return self._done
         require_spark(f"lake {lake}: table maintenance")
         tables = [arg for table in self.tables for arg in ("--table", table)]
-        self.application_args = ["--lake", str(lake), "--run-id", run_id, *tables]
+        # The file size read here, where the task's settings are, not in a driver that may run elsewhere.
+        size = ["--file-bytes", str(maintenance_file_bytes())]
+        self.application_args = ["--lake", str(lake), "--run-id", run_id, *size, *tables]
         with tempfile.TemporaryDirectory(prefix="placsp-pyfiles-") as tmp:
             self.log.info("lake %s: maintaining %d table(s) on Spark", lake, len(self.tables))
             submit(self, Path(tmp), context, app_name="placsp_maintain")

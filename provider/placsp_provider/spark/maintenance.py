@@ -15,14 +15,15 @@ import logging
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from placsp_provider.bronze.landing import write_text_atomically
 from placsp_provider.errors import PlacspError
 from placsp_provider.ingest.tables import has_commit
 from placsp_provider.lake import LAKE_TABLES, maintenance_summary_path, table_path
 from placsp_provider.lake_storage import LakePath, local_lake
-from placsp_provider.maintenance import commit_conflict, table_done
+from placsp_provider.maintenance import commit_conflict, ordered_by, table_done
+from placsp_provider.settings import maintenance_file_bytes
 from placsp_provider.spark.session import session_conf
 from placsp_provider.spark.silver_merge import is_commit_conflict
 from placsp_provider.table_files import data_files
@@ -36,15 +37,21 @@ log = logging.getLogger(__name__)
 # as long on a small table (decision 0017).
 VACUUM_LISTING_TASKS = 8
 _LISTING_TASKS_CONF = "spark.sql.sources.parallelPartitionDiscovery.parallelism"
+_MAX_FILE_SIZE_CONF = "spark.databricks.delta.optimize.maxFileSize"
+# Z-order adds random noise to each row's range id against skew (Delta's default); off, a file's span
+# of time ends where the next one's starts.
+_NOISE_CONF = "spark.databricks.io.skipping.mdc.addNoise"
 
 
 def maintain_tables(
-    spark: SparkSession, lake: LakePath, tables: Sequence[str] = LAKE_TABLES
+    spark: SparkSession, lake: LakePath, tables: Sequence[str] = LAKE_TABLES, file_bytes: int | None = None
 ) -> dict[str, dict[str, int]]:
-    """`OPTIMIZE` (compaction) then `VACUUM` (Delta's retention: 7 days unless the table says otherwise)
-    of each table; per table, what changed on disk. The rows readers see stay the same."""
+    """`OPTIMIZE` (compaction; Silver's tables in the order of their versions' time, files of about
+    `file_bytes`: `maintenance.ordered_by`) then `VACUUM` (Delta's retention: 7 days unless the
+    table says otherwise) of each table; per table, what changed on disk. The rows readers see stay the same."""
     from delta.tables import DeltaTable
 
+    size = file_bytes or maintenance_file_bytes()
     done: dict[str, dict[str, int]] = {}
     for n, table in enumerate(tables, 1):
         # On S3 the tables are maintained by delta-rs (`delta_rs.maintenance`: decision 0038).
@@ -55,7 +62,7 @@ def maintain_tables(
         delta = DeltaTable.forPath(spark, str(path))
         step = "OPTIMIZE"
         try:
-            optimized = delta.optimize().executeCompaction().first()  # one row: the path and its metrics
+            optimized = _optimize(spark, delta, table, size).first()  # one row: the path and its metrics
             metrics = optimized["metrics"] if optimized is not None else None
             before = data_files(path)
             step = "VACUUM"
@@ -77,6 +84,17 @@ def maintain_tables(
     return done
 
 
+def _optimize(spark: SparkSession, delta: Any, table: str, size: int) -> Any:
+    """Compaction, or for a Silver table Z-order by its version time: on one column, a split into
+    ranges of time, one file each, as many as the table's bytes hold `size` (Delta's estimate)."""
+    detail = delta.detail().first()
+    column = ordered_by(table, detail["numFiles"], detail["sizeInBytes"], size)
+    if column is None:
+        return delta.optimize().executeCompaction()
+    with session_conf(spark, _MAX_FILE_SIZE_CONF, str(size)), session_conf(spark, _NOISE_CONF, "false"):
+        return delta.optimize().executeZOrderBy(column)
+
+
 def main(argv: list[str] | None = None) -> int:
     """spark-submit entry (this file, from PlacspMaintainOperator): maintain the
     tables, then write what was done where the operator reads it (`--run-id`)."""
@@ -84,13 +102,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--lake", required=True, type=Path)
     parser.add_argument("--table", action="append", choices=LAKE_TABLES, default=[])
     parser.add_argument("--run-id", required=True)
+    parser.add_argument("--file-bytes", type=int, help="Silver's file size (default: PLACSP_MAINTENANCE_FILE_MB)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s %(message)s")
     from placsp_provider.spark.session import get_session
 
     spark = get_session("placsp-maintain")
     try:
-        done = maintain_tables(spark, args.lake, tuple(args.table) or LAKE_TABLES)
+        done = maintain_tables(spark, args.lake, tuple(args.table) or LAKE_TABLES, args.file_bytes)
     except PlacspError as err:  # a commit conflict: one line for the task log, no stack
         print(f"ERROR {err}", file=sys.stderr)
         return 1
