@@ -275,13 +275,13 @@ def _result(
         + f"; equal across engines: {'yes' if same_engines else 'no'}"
     )
     summary = (
-        f"One new real-shaped daily page (475 entries, {UPDATED} of them newer versions of older ones; 25 tombstones) "
-        f"`placsp ingest`ed into a copy of a lake of {small} pages and of {large} pages ({large // small}x), "
-        "fresh processes, ABBA rounds, medians; lakes built by one `placsp ingest` each, not timed. "
-        f"`<engine>{MAINTAINED}`: the same into both lakes after `placsp maintain` (Silver in the order of its "
-        f"versions' time, files of {MAINTAINED_FILE_MB} MiB), no goal. "
-        "After each ingest, fresh `placsp` processes: the contracts of the run's scope, the gate's count, the volume "
-        "check. Why: `docs/decisions/0048-daily-cost-growth-measured.md`, `0051-silver-files-by-version-time.md`."
+        f"One new real-shaped daily page (475 entries, {UPDATED} newer versions of older ones; 25 tombstones) "
+        f"`placsp ingest`ed into copies of lakes of {small} and {large} pages ({large // small}x), each built by one "
+        "`placsp ingest`; fresh processes, ABBA rounds, medians. "
+        f"`<engine>{MAINTAINED}`: into both lakes after `placsp maintain` (files of {MAINTAINED_FILE_MB} MiB), "
+        "no goal. "
+        "After each ingest, fresh `placsp` processes: the run-scope contracts, the gate's count, the volume check. "
+        "Why: decisions 0048, 0051."
     )
     table = Table(["engine", f"{small} pages (s)", f"{large} pages (s)", "median ratio", "pairs"], rows)
     read_table = Table(["engine", "after the ingest", f"{small} pages (s)", f"{large} pages (s)", "ratio"], reads)
