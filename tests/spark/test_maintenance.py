@@ -69,6 +69,18 @@ def _time_spans(lake: Path, table: str) -> list[tuple[object, object]]:
     return sorted(zip(lows, highs, strict=True))
 
 
+def _reverse_in_one_file(lake: Path, table: str) -> None:
+    """The table rewritten (the same rows, a new version) as one file, newest version first."""
+    from deltalake import DeltaTable, write_deltalake
+
+    path = str(table_path(lake, table))
+    rows = DeltaTable(path).to_pyarrow_table().sort_by([(VERSION_TIME[table], "descending")])
+    write_deltalake(path, rows, mode="overwrite", partition_by=["dataset"])
+    (file,) = _data_files(lake, table)
+    times = pq.read_table(file, columns=[VERSION_TIME[table]]).column(0).to_pylist()
+    assert times != sorted(times), (table, times)  # out of order, or the check below proves nothing
+
+
 def test_maintenance_compacts_and_deletes_only_what_no_version_uses(spark, tmp_path: Path) -> None:
     lake = tmp_path / "lake"
     land(lake, "agregadas", {"p1.atom": page([(1, day(3)), (2, day(3))], tombstones=[(3, day(4))])}, "2022-01-03")
@@ -102,7 +114,11 @@ def test_maintenance_compacts_and_deletes_only_what_no_version_uses(spark, tmp_p
     # Silver's files cut small (1 byte), by each engine: files of disjoint spans of the versions' time,
     # so a daily MERGE rewrites only those holding its older versions. Spark cuts at most a file per
     # distinct time; delta-rs cuts between the batches it writes (2,048 rows here: one file), sorted.
+    # delta-rs gets a copy whose tables are each one file in reverse time order (Spark's maintenance
+    # above ordered them already): a plain compaction would leave that file as it is.
     by_delta_rs = shutil.copytree(lake, tmp_path / "by-delta-rs")
+    for t in ("entries", "results", "tombstones"):
+        _reverse_in_one_file(by_delta_rs, t)
     maintain_tables(spark, lake, SILVER_TABLES, file_bytes=1)
     maintain_with_delta_rs(by_delta_rs, SILVER_TABLES, file_bytes=1)
     for maintained in (lake, by_delta_rs):
