@@ -35,6 +35,9 @@ DEAD_LETTER_TABLE = "dead_letters"
 RECONCILIATION_TABLE = "reconciliation"
 LAKE_TABLES = (*SILVER_TABLES, DEAD_LETTER_TABLE, RECONCILIATION_TABLE)  # what the Silver ingest writes
 QUALITY_RESULTS_TABLE = "quality_results"  # what the data-contract checks write
+# The time of the version a Silver row belongs to. A daily batch replaces versions of about its own
+# time: maintenance orders the files by it (decision 0051), and a MERGE bounds its read by it (0052).
+VERSION_TIME = {table: "entry_updated" for table in SILVER_TABLES} | {"entries": "updated", "tombstones": "deleted_at"}
 
 
 def resolve_lake(explicit: str | LakePath | None = None) -> LakePath:

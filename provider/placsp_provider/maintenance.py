@@ -11,14 +11,10 @@ from __future__ import annotations
 import logging
 
 from placsp_provider.errors import PlacspError
-from placsp_provider.lake import SILVER_TABLES
+from placsp_provider.lake import VERSION_TIME
 from placsp_provider.lake_storage import LakePath, is_local
 
 log = logging.getLogger(__name__)
-
-# The time of the version a Silver row belongs to: a daily batch replaces versions of about its own
-# time, so files that each hold one span of it are the few a MERGE rewrites.
-VERSION_TIME = {table: "entry_updated" for table in SILVER_TABLES} | {"entries": "updated", "tombstones": "deleted_at"}
 
 
 def ordered_by(table: str, files: int, table_bytes: int, size: int) -> str | None:

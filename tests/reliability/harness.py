@@ -96,7 +96,8 @@ class Recorder:
 def changes_rows(lake: Path, commit: Commit) -> bool:
     """Whether a commit changed rows (a table's creation does). A MERGE whose clause conditions turned
     every match down (`s.updated > t.updated` on a rerun) still rewrites the files that hold matches
-    and commits them, every row copied: a commit, but not a change."""
+    and commits them, every row copied; a Spark MERGE that matched nothing commits the dataset's txn
+    alone (decision 0052): commits, but not changes."""
     log = table_path(lake, commit.table) / "_delta_log" / f"{commit.version:020d}.json"
     for line in log.read_text().splitlines():
         info = json.loads(line).get("commitInfo")

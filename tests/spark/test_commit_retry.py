@@ -186,3 +186,81 @@ def test_a_failed_write_waits_for_the_others_and_a_bug_outranks_a_conflict(spark
     assert finished == ["slow"]  # not left running behind the error: a retry redoes the whole write
     with pytest.raises(ConcurrentAppendException):  # only conflicts: the conflict, so it is retried
         run_together(spark, {"conflict": conflict, "slow": slow})
+
+
+# -- one writer of a dataset at a time, across engines (ingest/writer_txn, decision 0052) -----------
+@pytest.mark.spark
+def test_a_spark_ingest_refuses_a_stale_delta_rs_writer_of_its_dataset(spark, tmp_path) -> None:
+    """Spark's MERGEs carry the dataset's txn as delta-rs's do: a delta-rs writer that read `entries`
+    before a Spark ingest of its dataset committed is refused, though its bound reads none of its files."""
+    import contextvars
+
+    import pyarrow as pa
+    from deltalake.exceptions import CommitFailedError
+
+    from placsp_provider.delta_rs import silver_write
+    from tests.test_one_writer_per_dataset import LATER, MINE, _pages
+    from tests.test_one_writer_per_dataset import _ingest as ingest_with_delta_rs
+
+    lake = tmp_path / "lake"
+    ingest_with_delta_rs(lake, MINE, "first", {"a.atom": _pages(MINE, [(1, _day(5))])}, "2022-01-05")
+    with silver_write._one_write():
+        stale = silver_write._open(lake, "entries")
+        row = stale.to_pyarrow_table().slice(0, 1)
+        row = row.set_column(row.schema.get_field_index("updated"), "updated", pa.array([LATER], row["updated"].type))
+        pages = {"b.atom": _pages(MINE, [(7, _day(6))])}
+        contextvars.Context().run(_ingest_with_spark, spark, lake, pages)
+        merge = silver_write._merge(lake, "entries", row, ("dataset", "entry_id"), MINE, LATER)
+        with pytest.raises(CommitFailedError, match=r"[Cc]oncurrent"):
+            merge.when_matched_update_all().when_not_matched_insert_all().execute()
+
+
+@pytest.mark.spark
+def test_a_spark_merge_skipped_for_a_txn_committed_since_is_a_conflict_and_written_again(spark, tmp_path) -> None:
+    """Delta skips a MERGE whose txn version is not above the recorded one. A writer of the dataset
+    that commits between the table's read and the MERGE makes it so: raised as a conflict, not lost."""
+    from pyspark.sql import functions as F
+
+    from placsp_provider.ingest.writer_txn import ConcurrentDatasetWriteError
+    from placsp_provider.lake import table_path
+    from placsp_provider.spark import silver_merge
+    from tests.test_one_writer_per_dataset import MINE, _pages
+    from tests.test_one_writer_per_dataset import _ingest as ingest_with_delta_rs
+
+    lake = tmp_path / "lake"
+    ingest_with_delta_rs(lake, MINE, "first", {"a.atom": _pages(MINE, [(1, _day(5))])}, "2022-01-05")
+    attempts: list[int] = []
+
+    def write() -> dict[str, int]:
+        target = silver_merge._delta(spark, lake, "entries", MINE)  # reads the recorded txn version
+        if not attempts:  # the first time, another writer of the dataset commits meanwhile
+            ingest_with_delta_rs(lake, MINE, "meanwhile", {"b.atom": _pages(MINE, [(7, _day(6))])}, "2022-01-06")
+        attempts.append(1)
+        source = target.toDF().where(F.col("entry_id").endswith("/1")).withColumn("deletion_type", F.lit("test"))
+        merge = silver_merge._merge(target, source, ("dataset", "entry_id"), MINE)
+        return silver_merge._execute(merge.whenMatchedUpdateAll())
+
+    with pytest.raises(ConcurrentDatasetWriteError):
+        write()
+    assert silver_merge.is_commit_conflict(ConcurrentDatasetWriteError("x"))
+    assert retry_on_conflict(write, what="test", sleep=lambda _: None)["updated"] == 1
+    assert len(attempts) == 2
+    rows = spark.read.format("delta").load(str(table_path(lake, "entries"))).collect()
+    assert sorted((r.entry_id[-1], r.deletion_type) for r in rows) == [("1", "test"), ("7", None)]
+
+
+def _day(d: int) -> str:
+    from tests.pages import day
+
+    return day(d)
+
+
+def _ingest_with_spark(spark, lake, pages: dict[str, bytes]) -> None:
+    from placsp_provider.datasets import get_dataset
+    from placsp_provider.ingest.request import IngestRequest
+    from placsp_provider.ingest.run import ingest
+    from tests.spark.bronze import land
+    from tests.test_one_writer_per_dataset import MINE
+
+    manifest = land(lake, MINE, pages, interval="2022-01-06")
+    ingest(IngestRequest(get_dataset(MINE), lake, "by-spark", manifests=(manifest,)), "spark", spark=spark)

@@ -20,8 +20,7 @@ from placsp_provider.delta_rs.maintenance import maintain_tables as maintain_wit
 from placsp_provider.errors import PlacspError
 from placsp_provider.ingest.request import IngestRequest
 from placsp_provider.ingest.run import ingest as run_ingest
-from placsp_provider.lake import LAKE_TABLES, SILVER_TABLES, table_path
-from placsp_provider.maintenance import VERSION_TIME
+from placsp_provider.lake import LAKE_TABLES, SILVER_TABLES, VERSION_TIME, table_path
 from placsp_provider.spark.maintenance import _LISTING_TASKS_CONF, _MAX_FILE_SIZE_CONF, data_files, maintain_tables
 from tests.pages import day, page
 from tests.spark.bronze import land

@@ -2,9 +2,12 @@
 (`spark.silver_merge`); each step idempotent, so a run that dies between commits is completed by
 its rerun.
 
-Tables are read through the same `DeltaTable` object that MERGEs them, so a writer that committed
-in between fails the MERGE (delta-rs's conflict check) and the whole write is done again
-(`ingest.retry.retry_on_conflict`), deciding afresh from the new snapshot.
+Tables are read through the same `DeltaTable` object that MERGEs them, and every Silver commit
+carries the dataset's `txn` (`ingest.writer_txn`), so a writer of the dataset that committed in
+between fails the MERGE (delta-rs's conflict check) and the whole write is done again
+(`ingest.retry.retry_on_conflict`), deciding afresh from the new snapshot. That lets each MERGE bound
+its read by the earliest version time it can match, read from that snapshot (`rules.since`): a daily
+batch then reads the few newest files of a table ordered by time (decisions 0051, 0052), not all.
 
 A batch here fits the driver's memory (`ingest.engines.choose_engine`: up to
 `PLACSP_DELTA_RS_WRITE_MAX_MB` of pages): its rows are plain Arrow tables and the decisions
@@ -22,7 +25,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from placsp_provider.ingest import rules
+from placsp_provider.ingest import rules, writer_txn
 from placsp_provider.ingest.batch import StagedBatch
 from placsp_provider.ingest.rules import BUSINESS_KEYS
 from placsp_provider.ingest.tables import UTC_TS, table_schema
@@ -62,7 +65,7 @@ def _write_batch(
     if dead_letters.num_rows:
         dead = _insert_only(lake, "dead_letters", dataset, dead_letters, ("dead_letter_id",))
     silver = merge_silver(lake, dataset, rows, batch.plan.repeated_versions, batch.run_id, batch.started)
-    merge = _merge(_open(lake, "reconciliation"), _conform(reconciliation, "reconciliation"), ("source_file",), dataset)
+    merge = _merge(lake, "reconciliation", _conform(reconciliation, "reconciliation"), ("source_file",), dataset)
     _execute(merge.when_matched_update_all(predicate=rules.RECONCILIATION_CHANGES).when_not_matched_insert_all())
     return {**silver, "dead_letters": dead}
 
@@ -109,7 +112,9 @@ def _merge_silver(
     # tombstone log. Round two: the winners' children and the tombstones applied to `entries`.
     if newer:
         source = _with(_stamped(best, stamp), deleted_at=pa.nulls(best.num_rows, UTC_TS), deletion_type=None)
-        merge = _merge(entries, _conform(source, "entries"), BUSINESS_KEYS["entries"], dataset)
+        # What it can match is what `held` read: Silver's versions of the batch's entries.
+        earliest = _earliest(best, "updated", [u for u, _ in held_version.values()])
+        merge = _merge(lake, "entries", _conform(source, "entries"), BUSINESS_KEYS["entries"], dataset, earliest)
         metrics["entries"] = _execute(
             merge.when_matched_update_all(predicate=rules.ENTRY_REPLACES).when_not_matched_insert_all()
         )
@@ -148,7 +153,11 @@ def _greatest(rows: pa.Table, key: tuple[str, ...], order: tuple[str, ...]) -> p
 
 
 def _delete_older_children(lake: LakePath, table: str, dataset: str, eligible: pa.Table) -> int:
-    merge = _merge(_open(lake, table), eligible, ("entry_id",), dataset)
+    # Their rows may be of any older version (a run that died between commits leaves some): asked.
+    held = _current(_open(lake, table), dataset, ["entry_updated"], _ids(eligible))
+    if not held.num_rows:
+        return 0
+    merge = _merge(lake, table, eligible, ("entry_id",), dataset, _earliest(held, "entry_updated"))
     return _execute(merge.when_matched_delete(predicate=rules.CHILD_IS_OLDER))["deleted"]
 
 
@@ -168,7 +177,9 @@ def _insert_children(
         fresh = _greatest(fresh, BUSINESS_KEYS[table], ())  # identical rows: the first
     if not fresh.num_rows:
         return nothing_changed()
-    return _insert_only(lake, table, dataset, _stamped(fresh, stamp), BUSINESS_KEYS[table])
+    # Rows on these keys are of these very versions: older ones went in round one, none is newer.
+    earliest = _earliest(fresh, "entry_updated")
+    return _insert_only(lake, table, dataset, _stamped(fresh, stamp), BUSINESS_KEYS[table], earliest)
 
 
 def _insert_tombstones(lake: LakePath, dataset: str, tombstones: pa.Table, stamp: dict[str, Any]) -> dict[str, int]:
@@ -176,7 +187,8 @@ def _insert_tombstones(lake: LakePath, dataset: str, tombstones: pa.Table, stamp
         return nothing_changed()
     keys = BUSINESS_KEYS["tombstones"]
     fresh = _stamped(_greatest(tombstones, keys, rules.TOMBSTONE_ORDER), stamp)
-    merge = _merge(_open(lake, "tombstones"), _conform(fresh, "tombstones"), keys, dataset)
+    earliest = _earliest(fresh, "deleted_at")  # `deleted_at` is a key: a row it matches has the same
+    merge = _merge(lake, "tombstones", _conform(fresh, "tombstones"), keys, dataset, earliest)
     return _execute(merge.when_matched_update_all(predicate=rules.TOMBSTONE_REPLACES).when_not_matched_insert_all())
 
 
@@ -195,7 +207,7 @@ def _apply_tombstones(lake: LakePath, dataset: str, touched: set[str]) -> int:
     entries = _open(lake, "entries")
     current = _current(entries, dataset, ["entry_id", "updated", "deleted_at", "deletion_type"], set(latest))
     due = [  # rules.TOMBSTONE_APPLIES, asked in Python first
-        (entry_id, latest[entry_id][0], latest[entry_id][1])
+        (entry_id, latest[entry_id][0], latest[entry_id][1], updated)
         for entry_id, updated, deleted_at, kind in _tuples(current)
         if latest[entry_id][0] >= updated
         and (deleted_at, kind or "") != (latest[entry_id][0], latest[entry_id][1] or "")
@@ -203,13 +215,15 @@ def _apply_tombstones(lake: LakePath, dataset: str, touched: set[str]) -> int:
     if not due:  # most batches: no MERGE (asked first, as on Spark)
         return 0
     source = _from_tuples(due, {"entry_id": pa.string(), "deleted_at": UTC_TS, "deletion_type": pa.string()})
-    merge = _merge(entries, source, ("entry_id",), dataset)
+    merge = _merge(lake, "entries", source, ("entry_id",), dataset, min(d[3] for d in due))
     updates = {"deleted_at": "s.deleted_at", "deletion_type": "s.deletion_type"}
     return _execute(merge.when_matched_update(updates=updates, predicate=rules.TOMBSTONE_APPLIES))["updated"]
 
 
-def _insert_only(lake: LakePath, table: str, dataset: str, rows: pa.Table, keys: tuple[str, ...]) -> dict[str, int]:
-    merge = _merge(_open(lake, table), _conform(_greatest(rows, keys, ()), table), keys, dataset)
+def _insert_only(
+    lake: LakePath, table: str, dataset: str, rows: pa.Table, keys: tuple[str, ...], earliest: datetime | None = None
+) -> dict[str, int]:
+    merge = _merge(lake, table, _conform(_greatest(rows, keys, ()), table), keys, dataset, earliest)
     return _execute(merge.when_not_matched_insert_all())
 
 
@@ -255,18 +269,36 @@ def _open_side_by_side(lake: LakePath, tables: Iterable[str]) -> None:
     side_by_side({t: partial(_open, lake, t) for t in tables})
 
 
-def _merge(target: Any, source: pa.Table, keys: Iterable[str], dataset: str) -> Any:
-    """A MERGE of `source` (alias `s`) into the table `target` (alias `t`) on `rules.on(keys, dataset)`.
+def _merge(
+    lake: LakePath, table: str, source: pa.Table, keys: Iterable[str], dataset: str, earliest: datetime | None = None
+) -> Any:
+    """A MERGE of `source` (alias `s`) into `table` (alias `t`) on `rules.on(keys, dataset)`, reading
+    only rows of versions from `earliest` on when given (`rules.since`: no row it can match is older,
+    as read from the table object's snapshot). A Silver table's commit carries the dataset's txn.
 
     Without delta-rs's expired-log cleanup after the commit: it lists the whole `_delta_log` on every
     commit (a request per commit on S3; decision 0039) and can only remove something once a checkpoint
     exists. Table maintenance checkpoints and cleans up instead (`delta_rs.maintenance`, Spark's).
     """
-    from deltalake import PostCommitHookProperties
+    from deltalake import CommitProperties, PostCommitHookProperties, Transaction
 
+    target = _open(lake, table)
+    condition = rules.on(keys, dataset)
+    if earliest is not None:
+        condition = f"{condition} AND {rules.since(table, earliest)}"
+    commit = None
+    if writer_txn.carries_txn(table):
+        app = writer_txn.app_id(dataset)
+        txn = Transaction(app, writer_txn.next_version(target.transaction_version(app)))
+        commit = CommitProperties(app_transactions=[txn])
     hooks = PostCommitHookProperties(cleanup_expired_logs=False)
     return target.merge(
-        source, rules.on(keys, dataset), source_alias="s", target_alias="t", post_commithook_properties=hooks
+        source,
+        condition,
+        source_alias="s",
+        target_alias="t",
+        post_commithook_properties=hooks,
+        commit_properties=commit,
     )
 
 
@@ -289,6 +321,13 @@ def _tuples(rows: pa.Table, columns: Iterable[str] | None = None) -> Iterator[tu
 def _from_tuples(rows: list[tuple[Any, ...]], types: Mapping[str, pa.DataType]) -> pa.Table:
     """A table of the first `len(types)` items of each tuple, named and typed by `types`."""
     return pa.table({name: pa.array([r[i] for r in rows], type_) for i, (name, type_) in enumerate(types.items())})
+
+
+def _earliest(rows: pa.Table, column: str, more: Iterable[datetime] = ()) -> datetime:
+    """The earliest of `rows`' `column` and `more` (a MERGE's time bound: `rules.since`)."""
+    import pyarrow.compute as pc
+
+    return min([pc.min(rows.column(column)).as_py(), *more])
 
 
 def _ids(rows: pa.Table) -> set[str]:

@@ -18,15 +18,20 @@ yields the same winner, so Silver need not store the digest.
   is applied to it when it deletes the version Silver holds (`TOMBSTONE_APPLIES`);
 - dead letters: insert-only on their id; the reconciliation last, once everything else committed
   (`RECONCILIATION_CHANGES`).
+
+Every Silver row belongs to a version with a time (`lake.VERSION_TIME`). A MERGE that knows the earliest
+time any row it can match has may say so (`since`): the files holding only older rows are then not
+read. Only safe because no other writer of the dataset can commit unseen in between (`writer_txn`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from placsp_provider.dead_letters.lifecycle import REPLAYED
+from placsp_provider.lake import VERSION_TIME
 from placsp_provider.parser.silver_schema import BUSINESS_KEYS, RECORD_DIGEST_COLUMN
 
 __all__ = ["BUSINESS_KEYS"]
@@ -52,6 +57,15 @@ def on(keys: Iterable[str], dataset: str) -> str:
     """A MERGE's match: the dataset as a literal (partition pruning; MERGEs of different datasets never
     conflict), then each key."""
     return " AND ".join([f"t.dataset = '{dataset}'"] + [f"t.{k} = s.{k}" for k in keys if k != "dataset"])
+
+
+def since(table: str, earliest: datetime) -> str:
+    """A MERGE condition's bound on the table alone: rows of versions from `earliest` on. Files whose
+    rows are all older are skipped by their statistics, unread. The caller must know that no row the
+    MERGE can match is older (read from the same snapshot the MERGE writes on: `writer_txn`)."""
+    if earliest.tzinfo is None:
+        raise ValueError(f"{table}: a MERGE's time bound must be in UTC, got {earliest!r}")
+    return f"t.{VERSION_TIME[table]} >= '{earliest.astimezone(UTC).isoformat()}'"
 
 
 Version = tuple[datetime, str]  # (updated, _source_file): what Silver holds of an entry

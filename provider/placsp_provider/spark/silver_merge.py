@@ -1,7 +1,10 @@
 """The Spark writer's MERGEs: a staged batch written into the Delta tables under `ingest.rules`
 (the newest version wins, ties decided the same way in every engine; reruns change nothing).
 Every MERGE condition names the dataset as a literal: partition pruning, and MERGEs of different
-datasets never conflict.
+datasets never conflict. Every commit to a Silver table carries the dataset's txn
+(`ingest.writer_txn`), as delta-rs's do: a writer of the dataset in either engine that committed since
+this one's snapshot fails it (or, committed before the MERGE began, makes Delta skip it: raised as a
+conflict), and the write is done again.
 """
 
 from __future__ import annotations
@@ -11,7 +14,7 @@ from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor, wait
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from placsp_provider.ingest import retry, rules
+from placsp_provider.ingest import retry, rules, writer_txn
 from placsp_provider.ingest.rules import BUSINESS_KEYS
 from placsp_provider.lake import CHILD_TABLES, table_path
 from placsp_provider.lake_storage import LakePath
@@ -36,6 +39,7 @@ def is_commit_conflict(err: BaseException) -> bool:
         delta_errors.ConcurrentDeleteReadException,
         delta_errors.ConcurrentDeleteDeleteException,
         delta_errors.ConcurrentTransactionException,
+        writer_txn.ConcurrentDatasetWriteError,
     )
     return isinstance(err, conflicts) or "DELTA_CONCURRENT_" in str(err)
 
@@ -57,14 +61,32 @@ def nothing_changed() -> dict[str, int]:
 
 
 def _execute(merge: Any) -> dict[str, int]:
-    (row,) = merge.execute().collect()
+    done = merge.execute().collect()
+    if not done:  # Delta skipped it: its txn version was not above the one recorded (`_delta`)
+        raise writer_txn.ConcurrentDatasetWriteError("a writer of the dataset committed since this one's snapshot")
+    (row,) = done
     return {name: int(row[column] or 0) for name, column in _MERGE_COUNTS.items()}
 
 
-def _delta(spark: SparkSession, lake: LakePath, table: str) -> Any:
+def _delta(spark: SparkSession, lake: LakePath, table: str, dataset: str | None = None) -> Any:
+    """The Delta table, to read or to MERGE into. For a MERGE of `dataset` into a Silver table, bound
+    to a session of its own whose idempotent-DML confs make its commit carry the dataset's txn: the
+    confs are per session, and MERGEs run side by side in threads (`run_together`)."""
     from delta.tables import DeltaTable
 
-    return DeltaTable.forPath(spark, str(table_path(lake, table)))
+    path = table_path(lake, table)
+    if dataset is None or not writer_txn.carries_txn(table):
+        return DeltaTable.forPath(spark, str(path))
+    from placsp_provider.lake_storage import open_table
+
+    app = writer_txn.app_id(dataset)
+    session = spark.newSession()  # shares the SparkContext, the jars and the listeners
+    session.conf.set("spark.databricks.delta.write.txnAppId", app)
+    session.conf.set(
+        "spark.databricks.delta.write.txnVersion",
+        str(writer_txn.next_version(open_table(path).transaction_version(app))),
+    )
+    return DeltaTable.forPath(session, str(path))
 
 
 def _merge(target: Any, source: DataFrame, keys: tuple[str, ...], dataset: str) -> Any:
@@ -124,7 +146,7 @@ def merge_silver(
         applied = _apply_tombstones(spark, lake, dataset, rows["tombstones"], None, sizes)
         metrics["tombstones"] = {**logged, "applied_to_entries": applied}
         return metrics
-    target = _delta(spark, lake, "entries")
+    target = _delta(spark, lake, "entries", dataset)
 
     unset = {"deleted_at": F.lit(None).cast("timestamp"), "deletion_type": F.lit(None).cast("string")}
     best = winners(rows["entries"]).withColumns(stamp).withColumns(unset)
@@ -169,7 +191,7 @@ def merge_silver(
         return _execute(merge.whenMatchedUpdateAll(condition=rules.ENTRY_REPLACES).whenNotMatchedInsertAll())
 
     def delete_children(table: str) -> int:
-        merge = _merge(_delta(spark, lake, table), eligible, ("entry_id",), dataset)
+        merge = _merge(_delta(spark, lake, table, dataset), eligible, ("entry_id",), dataset)
         return _execute(merge.whenMatchedDelete(condition=rules.CHILD_IS_OLDER))["deleted"]
 
     def insert_children(table: str) -> dict[str, int]:
@@ -190,7 +212,7 @@ def merge_silver(
         if repeated_versions != 0:
             fresh = fresh.dropDuplicates(list(keys))
         return _execute(
-            _merge(_delta(spark, lake, table), _conform(fresh, table), keys, dataset).whenNotMatchedInsertAll()
+            _merge(_delta(spark, lake, table, dataset), _conform(fresh, table), keys, dataset).whenNotMatchedInsertAll()
         )
 
     # Every write below is to its own table and decided by `eligible` (checkpointed above), so they run
@@ -259,7 +281,7 @@ def _insert_tombstones(
         return nothing_changed()
     keys = BUSINESS_KEYS["tombstones"]
     fresh = _conform(greatest(batch, keys, rules.TOMBSTONE_ORDER).withColumns(stamp), "tombstones")
-    merge = _merge(_delta(spark, lake, "tombstones"), fresh, keys, dataset)
+    merge = _merge(_delta(spark, lake, "tombstones", dataset), fresh, keys, dataset)
     return _execute(merge.whenMatchedUpdateAll(condition=rules.TOMBSTONE_REPLACES).whenNotMatchedInsertAll())
 
 
@@ -290,7 +312,7 @@ def _apply_tombstones(
         .groupBy("dataset", "entry_id")
         .agg(F.max("deleted_at").alias("deleted_at"), F.max_by("deletion_type", "deleted_at").alias("deletion_type"))
     )
-    entries = _delta(spark, lake, "entries")
+    entries = _delta(spark, lake, "entries", dataset)
     applies = rules.TOMBSTONE_APPLIES
     # Most batches have no tombstone that changes one of their entries, and a MERGE that changes
     # nothing still held the write's last round for 1-4 s (decision 0026): asked first with one small
