@@ -323,11 +323,14 @@ def _from_tuples(rows: list[tuple[Any, ...]], types: Mapping[str, pa.DataType]) 
     return pa.table({name: pa.array([r[i] for r in rows], type_) for i, (name, type_) in enumerate(types.items())})
 
 
-def _earliest(rows: pa.Table, column: str, more: Iterable[datetime] = ()) -> datetime:
-    """The earliest of `rows`' `column` and `more` (a MERGE's time bound: `rules.since`)."""
+def _earliest(rows: pa.Table, column: str, more: Iterable[datetime] = ()) -> datetime | None:
+    """The earliest of `rows`' `column` and `more` (a MERGE's time bound: `rules.since`); None (no
+    bound: the whole partition read) when one is missing, as a row without a time passes no bound."""
     import pyarrow.compute as pc
 
-    return min([pc.min(rows.column(column)).as_py(), *more])
+    column_values = rows.column(column)
+    times = [pc.min(column_values).as_py(), *more]
+    return None if column_values.null_count or None in times else min(times)
 
 
 def _ids(rows: pa.Table) -> set[str]:
