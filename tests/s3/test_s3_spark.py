@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pyarrow as pa
@@ -50,9 +51,12 @@ def test_spark_ingest_replay_and_maintenance_on_s3_write_what_they_write_on_loca
     s3_lake: S3Lake, tmp_path: Path
 ) -> None:
     local = str(tmp_path / "lake")
-    with LoopbackSite(demo_routes()) as site:
-        on_disk = spark_runs(local, site, tmp_path / "local")
-        on_s3 = spark_runs(s3_lake.uri, site, tmp_path / "s3")
+    # The two lakes' runs side by side: each step is a process that waits on its JVM's start much of
+    # its time, and the two sequences share nothing but the loopback site.
+    with LoopbackSite(demo_routes()) as site, ThreadPoolExecutor(max_workers=2) as pool:
+        disk_runs = pool.submit(spark_runs, local, site, tmp_path / "local")
+        s3_runs = pool.submit(spark_runs, s3_lake.uri, site, tmp_path / "s3")
+        on_disk, on_s3 = disk_runs.result(), s3_runs.result()
 
     for a, b in zip(on_disk, on_s3, strict=True):
         assert a.returncode == b.returncode, f"{b.args}: exit {b.returncode} on S3, {a.returncode} on disk\n{b.stderr}"
