@@ -37,14 +37,15 @@ BENCHMARKS: tuple[str, ...] = (
     "benchmarks.bench_quality",
     "benchmarks.bench_s3",
     "benchmarks.bench_growth",
+    "benchmarks.bench_backfill",
 )
 NAMES = [m.rsplit(".", 1)[-1].removeprefix("bench_") for m in BENCHMARKS]  # what `--only` takes
 
 DOCS = REPO / "docs" / "benchmarks.md"
 # Bytes of docs/benchmarks.md (issue 32): a section that grows past it says too much (15,000 for six
 # benchmarks; 18,000 since the S3 one; 19,000 since the real-shaped Silver case and the PLACSP view's reads;
-# 21,500 since the lake-growth one).
-LIMIT = 21_500
+# 21,500 since the lake-growth one; 23,000 since the year's backfill).
+LIMIT = 23_000
 _HEADER = """# Benchmarks
 
 Written by `make bench` (`.venv/bin/python -m benchmarks.run`): one section per benchmark, rewritten

@@ -1,0 +1,30 @@
+"""The backfill benchmark's goals come from its rounds: the reference's median over the ingest's, the
+largest peak of the rounds. The end-to-end run is `.venv/bin/python -m benchmarks.run --only backfill
+--quick` (it asserts every round's tables equal and `entries` holding every generated id once); it is
+not in the suite: it runs Spark on a corpus. No Spark, no Delta here."""
+
+# ruff: noqa: E402  (the repository root must be on sys.path before `benchmarks` is imported)
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.unit
+
+_REPO = Path(__file__).resolve().parents[2]
+if str(_REPO) not in sys.path:
+    sys.path.insert(0, str(_REPO))
+
+from benchmarks import bench_backfill
+
+
+def test_the_goals_are_the_medians_ratio_and_the_largest_peak() -> None:
+    rows = {"entries": 10, "distinct entry ids": 10}
+    ingests = [{"seconds": s, "peak_mb": m, "rows": rows} for s, m in ((30.0, 1900.0), (20.0, 2100.0), (40.0, 1000.0))]
+    result = bench_backfill._result(ingests, [9.0, 30.0, 15.0], 384, 1240.0, 1.0)
+    speed, memory = result.goals
+    assert (speed.value, speed.met) == ("0.50x", True)  # 15 s / 30 s
+    assert (memory.value, memory.met) == ("2,100.0 MB", False)
+    assert "entries 10" in result.figures[1]
