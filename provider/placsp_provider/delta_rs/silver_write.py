@@ -120,7 +120,8 @@ def _merge_silver(
         )
     # Held ones are always cleaned, also when the entries MERGE changed nothing: a run that died
     # after it left the older children behind. Held none, yet the MERGE replaced some: a writer
-    # added them since the read (delta-rs's conflict check makes this rare): cleaned too.
+    # added them since the read, one that carries no dataset txn (`writer_txn` refuses the others'
+    # commits): cleaned too.
     clean = was_held or metrics["entries"]["updated"] > 0
     round_one: dict[str, Callable[[], Any]] = {
         "tombstones": partial(_insert_tombstones, lake, dataset, rows["tombstones"], stamp)

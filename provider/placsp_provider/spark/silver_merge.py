@@ -233,8 +233,8 @@ def merge_silver(
     deleted = {t: done.get(f"delete {t}", 0) for t in CHILD_TABLES}
     if not held and metrics["entries"]["updated"] > 0:
         # Silver held none of the batch's entries when `eligible` was read, yet the MERGE replaced some:
-        # a concurrent writer added them since (one that commits during the MERGE fails it, and the
-        # write is redone). Their children go now.
+        # a writer without the dataset's txn added them since (one with it makes this MERGE fail or be
+        # skipped, and the write is redone: `writer_txn`). Their children go now.
         deleted = run_together(spark, {t: functools.partial(delete_children, t) for t in CHILD_TABLES})
 
     second: dict[str, Callable[[], Any]] = {t: functools.partial(insert_children, t) for t in CHILD_TABLES}
