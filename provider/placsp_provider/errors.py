@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from placsp_provider.untrusted import printable, printable_lines
 
 
@@ -57,7 +59,15 @@ class BronzePageError(PlacspError):
         self.dataset = dataset
         self.file = file
         self.reason = reason
+        self.stage = stage
         super().__init__(f"dataset {dataset}: {file}: stage {stage}: {reason}")
+
+    def __reduce__(self) -> tuple[Any, ...]:  # raised in a parse worker, re-raised by its parent
+        return _bronze_page_error, (self.dataset, self.file, self.reason, self.stage)
+
+
+def _bronze_page_error(dataset: str, file: str, reason: str, stage: str) -> BronzePageError:
+    return BronzePageError(dataset, file, reason, stage=stage)
 
 
 class ConfigError(PlacspError, ValueError):

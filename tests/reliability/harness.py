@@ -93,6 +93,13 @@ class Recorder:
         return None
 
 
+def operation(lake: Path, commit: Commit) -> str | None:
+    """The commit's operation (WRITE, MERGE, CREATE TABLE, ...), from its commitInfo."""
+    log = table_path(lake, commit.table) / "_delta_log" / f"{commit.version:020d}.json"
+    infos = [json.loads(line).get("commitInfo") for line in log.read_text().splitlines()]
+    return next((info.get("operation") for info in infos if info is not None), None)
+
+
 def changes_rows(lake: Path, commit: Commit) -> bool:
     """Whether a commit changed rows (a table's creation does). A MERGE whose clause conditions turned
     every match down (`s.updated > t.updated` on a rerun) still rewrites the files that hold matches

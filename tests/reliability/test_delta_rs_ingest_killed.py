@@ -19,10 +19,11 @@ from pathlib import Path
 
 import pytest
 
+from placsp_provider.delta_rs.tables import ensure_tables
 from placsp_provider.lake import staging_dir
 from tests.conservation import assert_conserved_with_delta_rs
 from tests.reliability import corpus, harness
-from tests.reliability.conftest import DAY2_RUN, Reference, copy_lake
+from tests.reliability.conftest import DAY1_RUN, DAY2_RUN, Reference, copy_lake
 from tests.reliability.test_ingest_killed import DAILY_RUN_COMMITS
 
 pytestmark = [pytest.mark.spark, pytest.mark.reliability, pytest.mark.timeout(1200)]
@@ -131,3 +132,27 @@ def test_a_run_spark_parses_and_delta_rs_writes_killed_mid_write_ends_as_sparks_
     assert_conserved_with_delta_rs(lake, corpus.DATASET, DAY2_RUN, corpus.records(corpus.day2_pages()))
     staging = staging_dir(lake, corpus.DATASET)
     assert not staging.is_dir() or not any(staging.iterdir())
+
+
+def test_a_first_load_on_delta_rs_killed_after_each_of_its_appends_ends_as_sparks_clean_run(
+    reference: Reference, tmp_path: Path
+) -> None:
+    """A first load (no row of the dataset yet) appends instead of MERGEing (decision 0053). Killed
+    after its first, second and third change, each time in a lake of its own (before any append, after
+    one, after two): the rerun finds the dataset empty or loaded in part, appends or MERGEs, and the
+    lake ends as the clean first run Spark's MERGEs made."""
+    for n in (1, 2, 3):
+        lake = tmp_path / f"lake-{n}"
+        corpus.land_day1(lake)
+        ensure_tables(lake)  # created here: a table's creation would count as a change
+        before = harness.commits(lake)
+        killed = ingest(lake, DAY1_RUN, tmp_path, f"kill-{n}", harness.after_changes(lake, n))
+        assert killed.killed, f"the run ended before its change {n}:\n{killed.stderr[-3000:]}"
+        appends = [c for c in harness.commits(lake) - before if harness.operation(lake, c) == "WRITE"]
+        # Its dead letters are inserted first (a MERGE), then Silver's tables are appended side by side.
+        assert bool(appends) is (n > 1), (n, appends)
+        harness.assert_nothing_twice(lake)
+        ingest(lake, DAY1_RUN, tmp_path, f"rerun-{n}").ok()
+        harness.assert_same_lake(lake, reference.day1)
+        harness.assert_nothing_twice(lake)
+    harness.NOTES.append("a first load on delta-rs killed after each of its first 3 changes, then rerun")

@@ -113,10 +113,12 @@ def test_on_s3_only_delta_rs_commits(s3_lake: S3Lake, monkeypatch: pytest.Monkey
     lake = resolve_lake(s3_lake.uri)
     ensure_tables(lake)
     request = IngestRequest(get_dataset("licitaciones"), lake, "run")
-    # Limits below any batch: on local disk `auto` gives Spark's MERGEs (tests/spark/test_delta_rs_ingest.py).
+    # Limits below any batch: on local disk `auto` gives Spark's MERGEs (tests/spark/test_delta_rs_ingest.py),
+    # or, for a first load of the dataset as here, delta-rs's appends (tests/test_first_load.py).
     monkeypatch.setenv(engines.MAX_MB_ENV, "-1")
     monkeypatch.setenv(engines.WRITE_MAX_MB_ENV, "-1")
-    assert engines.choose_engine(request) == engines.SPARK_DELTA_RS
+    assert engines.choose_engine(request) == engines.DELTA_RS
+    assert engines.choose_engine(request, spark_cluster=lambda: True) == engines.SPARK_DELTA_RS
     with pytest.raises(ConfigError, match="not safe on S3"):
         engines.choose_engine(request, engines.SPARK)
     assert engines.choose_engine(request, engines.DELTA_RS) == engines.DELTA_RS

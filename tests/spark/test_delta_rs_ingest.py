@@ -202,8 +202,9 @@ def test_the_engine_is_delta_rs_only_for_a_small_batch_into_existing_tables(spar
     assert engines.choose_engine(request) == "spark+delta-rs"
     assert engines.ENGINE_PARTS[engines.choose_engine(request)][1] == "delta-rs"
     monkeypatch.setenv(engines.WRITE_MAX_MB_ENV, "0.001")  # the page is larger than 1 KB
-    assert engines.choose_engine(request) == "spark"
-    assert engines.ENGINE_PARTS[engines.choose_engine(request)][1] == "spark"
+    # A first load past the limit: appended by delta-rs, parsed here or on a cluster (tests/test_first_load.py).
+    assert engines.choose_engine(request) == "delta-rs"
+    assert engines.choose_engine(request, spark_cluster=lambda: True) == "spark+delta-rs"
     # delta-rs creates a fresh lake's tables itself (an S3 lake, an install without Spark): the same
     # columns, types, nullability and partitioning as the tables Spark creates.
     fresh = tmp_path / "fresh"
@@ -216,8 +217,10 @@ def test_the_engine_is_delta_rs_only_for_a_small_batch_into_existing_tables(spar
         assert by_delta_rs.metadata().partition_columns == by_spark.metadata().partition_columns == ["dataset"]
     land(lake, "agregadas", {"b.atom": page([(2, day(4))])}, "2022-01-04")
     assert engines.choose_engine(request) == "delta-rs"
+    assert engines.choose_engine(request, spark_cluster=lambda: True) == "delta-rs"  # a daily batch: no Spark
     monkeypatch.setenv(engines.MAX_MB_ENV, "0.001")
-    assert engines.choose_engine(request) == "spark"
+    assert engines.choose_engine(request) == "spark"  # the dataset is loaded: Spark's MERGEs past the limit
+    assert engines.ENGINE_PARTS[engines.choose_engine(request)][1] == "spark"
     monkeypatch.delenv(engines.WRITE_MAX_MB_ENV)
     assert engines.choose_engine(request) == "spark+delta-rs"
     assert engines.choose_engine(request, "delta-rs") == "delta-rs"

@@ -25,8 +25,14 @@ class DeltaRsWriter:
         del spark  # writes from this process, whatever parsed
 
     def write(self, batch: StagedBatch) -> dict[str, Any]:
-        rows = {t: batch.kept(t, batch.read_staged(t)) for t in SILVER_TABLES}
         dead_letters, reconciliation = batch.dead_letters(), batch.reconciliation()
+        read: dict[str, Any] = {}
+
+        def rows() -> dict[str, Any]:  # read once, and only for MERGEs (a first load streams them)
+            if not read:
+                read.update({t: batch.kept(t, batch.read_staged(t)) for t in SILVER_TABLES})
+            return read
+
         log.info(
             "dataset %s: writing %s with delta-rs",
             batch.dataset,

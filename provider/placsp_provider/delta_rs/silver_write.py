@@ -46,25 +46,39 @@ def nothing_changed() -> dict[str, int]:
 
 
 def write_batch(
-    batch: StagedBatch, rows: Mapping[str, pa.Table], dead_letters: pa.Table, reconciliation: pa.Table
+    batch: StagedBatch,
+    rows: Callable[[], Mapping[str, pa.Table]],
+    dead_letters: pa.Table,
+    reconciliation: pa.Table,
 ) -> dict[str, Any]:
     """Dead letters, Silver, then the reconciliation that marks the files done; the changes by table.
-    The batch's rows as Arrow tables, read once (quarantined files left out: `StagedBatch.kept`)."""
+    `rows`: the batch's rows as Arrow tables (quarantined files left out: `StagedBatch.kept`), asked
+    for only when Silver is MERGEd; a first load of the dataset streams them from the staged files
+    instead (`first_load`)."""
     with _one_write():
         return _write_batch(batch, rows, dead_letters, reconciliation)
 
 
 def _write_batch(
-    batch: StagedBatch, rows: Mapping[str, pa.Table], dead_letters: pa.Table, reconciliation: pa.Table
+    batch: StagedBatch,
+    rows: Callable[[], Mapping[str, pa.Table]],
+    dead_letters: pa.Table,
+    reconciliation: pa.Table,
 ) -> dict[str, Any]:
+    from placsp_provider.delta_rs import first_load
+
     lake, dataset = batch.lake, batch.dataset
-    _open_side_by_side(
-        lake, ["reconciliation", *(["dead_letters"] if dead_letters.num_rows else []), *_silver_used(rows)]
-    )
+    sizes = batch.plan.sizes
+    used = _silver_used(sizes["entries"], sizes["tombstones"])
+    _open_side_by_side(lake, ["reconciliation", *(["dead_letters"] if dead_letters.num_rows else []), *used])
     dead = nothing_changed()
     if dead_letters.num_rows:
         dead = _insert_only(lake, "dead_letters", dataset, dead_letters, ("dead_letter_id",))
-    silver = merge_silver(lake, dataset, rows, batch.plan.repeated_versions, batch.run_id, batch.started)
+    # Tombstones alone are a few rows: MERGEd, first load or not.
+    if sizes["entries"] and first_load.is_first_load(lake, dataset):
+        silver = first_load.append_silver(batch, _stamp(batch.run_id, batch.started))
+    else:
+        silver = merge_silver(lake, dataset, rows(), batch.plan.repeated_versions, batch.run_id, batch.started)
     merge = _merge(lake, "reconciliation", _conform(reconciliation, "reconciliation"), ("source_file",), dataset)
     _execute(merge.when_matched_update_all(predicate=rules.RECONCILIATION_CHANGES).when_not_matched_insert_all())
     return {**silver, "dead_letters": dead}
@@ -82,9 +96,11 @@ def merge_silver(
 def _merge_silver(
     lake: LakePath, dataset: str, rows: Mapping[str, pa.Table], repeated_versions: int, run_id: str, started: datetime
 ) -> dict[str, Any]:
-    stamp = {"_ingest_run_id": (run_id, pa.string()), "_ingested_at": (started, UTC_TS)}
+    stamp = _stamp(run_id, started)
     metrics: dict[str, Any] = {t: nothing_changed() for t in ("entries", *CHILD_TABLES)}
-    _open_side_by_side(lake, _silver_used(rows))  # no request when `_write_batch` opened them
+    _open_side_by_side(
+        lake, _silver_used(rows["entries"].num_rows, rows["tombstones"].num_rows)
+    )  # no request when `_write_batch` opened them
     if not rows["entries"].num_rows:  # children come only with valid entries: tombstones alone
         log = _insert_tombstones(lake, dataset, rows["tombstones"], stamp)
         applied = _apply_tombstones(lake, dataset, _ids(rows["tombstones"]))
@@ -140,6 +156,11 @@ def _merge_silver(
     metrics |= {t: {**done[t], "deleted": deleted[t]} for t in CHILD_TABLES}
     metrics["tombstones"] = {**done["tombstones"], "applied_to_entries": done["applied"]}
     return metrics
+
+
+def _stamp(run_id: str, started: datetime) -> dict[str, tuple[Any, pa.DataType]]:
+    """The lineage columns every row a run writes carries."""
+    return {"_ingest_run_id": (run_id, pa.string()), "_ingested_at": (started, UTC_TS)}
 
 
 def _greatest(rows: pa.Table, key: tuple[str, ...], order: tuple[str, ...]) -> pa.Table:
@@ -258,11 +279,11 @@ def _open(lake: LakePath, table: str) -> Any:
     return opened[uri(path)]
 
 
-def _silver_used(rows: Mapping[str, pa.Table]) -> tuple[str, ...]:
-    """The Silver tables `merge_silver` reads or writes for these rows."""
-    if rows["entries"].num_rows:
+def _silver_used(entries: int, tombstones: int) -> tuple[str, ...]:
+    """The Silver tables a write of so many entries and tombstones reads or writes."""
+    if entries:
         return SILVER_TABLES
-    return ("tombstones", "entries") if rows["tombstones"].num_rows else ()
+    return ("tombstones", "entries") if tombstones else ()
 
 
 def _open_side_by_side(lake: LakePath, tables: Iterable[str]) -> None:

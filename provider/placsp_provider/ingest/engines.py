@@ -3,7 +3,7 @@
 An engine is a parser (pages in, rows staged as Parquet in the run's folder, a tally row set back)
 and a writer (the staged rows written into the Delta tables under `ingest.rules`):
 
-- `delta-rs`: this process parses (`InProcessParser`), delta-rs writes (`delta_rs.silver_job`);
+- `delta-rs`: this machine parses (`InProcessParser`), delta-rs writes (`delta_rs.silver_job`);
   `auto` takes it when the tables exist and the batch is at most `$PLACSP_DELTA_RS_MAX_MB` (64) MB
   (asked for, it creates a fresh lake's tables with delta-rs: `delta_rs.tables`).
 - `spark+delta-rs`: Spark's tasks parse (`spark.silver_job`), delta-rs writes; up to
@@ -11,6 +11,9 @@ and a writer (the staged rows written into the Delta tables under `ingest.rules`
   lake any larger batch too, since there only delta-rs commits (decision 0038).
 - `spark`: Spark parses, Spark's Delta MERGEs write (`spark.silver_merge`): larger batches on a
   local lake.
+- A first load of a dataset (no Silver row of it yet) larger than that limit: `delta-rs`, its pages
+  parsed on every core of this machine (`local_parse`) and appended (`delta_rs.first_load`); with a
+  Spark cluster, `spark+delta-rs` (decision 0053).
 
 Parts are named here as `module:attribute` and imported when an engine is built, so this module,
 like the rest of `ingest/`, imports neither pyspark nor a writer (import-linter holds it to that).
@@ -22,7 +25,7 @@ import contextlib
 import importlib
 import logging
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -31,7 +34,7 @@ from placsp_provider.datasets import Dataset
 from placsp_provider.errors import ConfigError
 from placsp_provider.extras import missing_spark
 from placsp_provider.ingest.request import IngestRequest, manifest_pages, pages_to_ingest
-from placsp_provider.ingest.tables import tables_exist
+from placsp_provider.ingest.tables import dataset_in_silver, tables_exist
 from placsp_provider.lake_storage import LakePath, is_local
 
 if TYPE_CHECKING:
@@ -60,11 +63,14 @@ _WRITERS = {
 }
 
 
-def choose_engine(request: IngestRequest, engine: str | None = None) -> str:
+def choose_engine(
+    request: IngestRequest, engine: str | None = None, *, spark_cluster: Callable[[], bool] = lambda: False
+) -> str:
     """`spark`, `spark+delta-rs` or `delta-rs` for this ingest: `engine`, else `$PLACSP_INGEST_ENGINE`, else
     `auto` (by the pages still to ingest: see above); any other value insists (`delta-rs` creates a
     fresh lake's tables itself). On an S3 lake only delta-rs commits: `spark` is refused, and a batch
-    `auto` would give Spark's MERGEs goes to `spark+delta-rs`."""
+    `auto` would give Spark's MERGEs goes to `spark+delta-rs`. `spark_cluster`: whether Spark would run
+    on a cluster (the operator's Spark connection), not on this machine; asked only when it decides."""
     engine = engine or os.environ.get(ENGINE_ENV) or "auto"
     if engine not in ENGINES:
         raise ConfigError(
@@ -84,9 +90,15 @@ def choose_engine(request: IngestRequest, engine: str | None = None) -> str:
     size = sum(p.bytes for p in pages)
     if exists and size <= _limit_mb(MAX_MB_ENV, DEFAULT_MAX_MB) * _MB:
         return DELTA_RS
-    # On S3 every commit is delta-rs's (conditional PUTs): never Spark's MERGEs there (decision 0038).
     small = size <= _limit_mb(WRITE_MAX_MB_ENV, DEFAULT_WRITE_MAX_MB) * _MB
-    spark = SPARK_DELTA_RS if on_s3 or small else SPARK
+    # A first load of the dataset is appended by delta-rs, a page's rows at a time, whatever its size
+    # (decision 0053). Past the write limit, where Spark's MERGEs were for the memory, its pages are
+    # parsed on this machine's cores (no JVM), or on the cluster when there is one.
+    first_load = not small and not (exists and dataset_in_silver(request.lake, request.dataset.key))
+    if first_load and not spark_cluster():
+        return DELTA_RS
+    # On S3 every commit is delta-rs's (conditional PUTs): never Spark's MERGEs there (decision 0038).
+    spark = SPARK_DELTA_RS if on_s3 or small or first_load else SPARK
     return _installed(
         request, spark, asked=False, batch=f"{size / _MB:.1f} MB of pages{'' if exists else ' (a fresh lake)'}"
     )
@@ -166,7 +178,8 @@ def row_writer() -> RowWriter:
 
 
 class InProcessParser:
-    """Pages parsed one after another in this process, by the same `stage_page` a Spark task runs."""
+    """Pages parsed on this machine, by the same `stage_page` a Spark task runs: in this process, or a
+    larger batch on a worker process per core (`local_parse`)."""
 
     shared_staging = False
 
@@ -176,23 +189,9 @@ class InProcessParser:
     def stage(
         self, dataset: Dataset, lake: LakePath, pages: list[LandedPage], folder: LakePath
     ) -> list[Mapping[str, Any]]:
-        from placsp_provider.ingest.staging import read_page, stage_page
+        from placsp_provider.ingest.local_parse import stage_pages_here
 
-        total, done = sum(p.bytes for p in pages), 0
-        tallies: list[Mapping[str, Any]] = []
-        for number, page in enumerate(pages, start=1):
-            data = read_page(str(lake / page.file), dataset=dataset, lake=str(lake))
-            tallies.extend(stage_page(data, dataset=dataset, source_file=page.file, staging=str(folder)).to_pylist())
-            done += page.bytes
-            log.info(
-                "dataset %s: page %d of %d parsed, %.1f of %.1f MB",
-                dataset.key,
-                number,
-                len(pages),
-                done / _MB,
-                total / _MB,
-            )
-        return tallies
+        return stage_pages_here(dataset, lake, pages, folder)
 
     def create_tables(self, lake: LakePath, dataset: str) -> None:
         del dataset

@@ -15,13 +15,15 @@ from __future__ import annotations
 import logging
 import re
 from functools import partial
+from typing import Any
 
 import pyarrow as pa
 
 from placsp_provider.ingest.retry import CONFLICT_ATTEMPTS
-from placsp_provider.lake import LAKE_TABLES, table_path
+from placsp_provider.lake import LAKE_TABLES, SILVER_TABLES, table_path
 from placsp_provider.lake_storage import LakePath, open_table, side_by_side
 from placsp_provider.parser.silver_schema import RECORD_DIGEST, SCHEMAS
+from placsp_provider.table_files import table_files
 
 log = logging.getLogger(__name__)
 
@@ -103,6 +105,22 @@ def tables_exist(lake: LakePath) -> bool:
     """Every table of the lake exists (one listing each, side by side: a request each on S3)."""
     root = lake.resolve()
     return all(side_by_side({t: partial(has_commit, table_path(root, t)) for t in LAKE_TABLES}).values())
+
+
+def holds_dataset(table: Any, dataset: str) -> bool:
+    """A `deltalake.DeltaTable` (as of the snapshot it holds) has a file in the dataset's partition."""
+    return bool(table_files(table, [("dataset", "=", dataset)]).files)
+
+
+def dataset_in_silver(lake: LakePath, dataset: str) -> bool:
+    """Any Silver table of the lake holds a row of the dataset (its tables exist: `tables_exist`)."""
+    root = lake.resolve()
+    found = side_by_side({t: partial(_holds, table_path(root, t), dataset) for t in SILVER_TABLES})
+    return any(found.values())
+
+
+def _holds(path: LakePath, dataset: str) -> bool:
+    return holds_dataset(open_table(path), dataset)
 
 
 def add_missing_columns(lake: LakePath) -> list[str]:

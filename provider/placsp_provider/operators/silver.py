@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import tempfile
 from collections.abc import Sequence
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -20,6 +21,7 @@ from placsp_provider.operators.links import LineageJobLink, SparkUILink
 from placsp_provider.operators.spark_submit import (
     SPARK_CONN_DEFAULT,
     default_application,
+    spark_cluster,
     spark_connection_or_local,
     spark_submit_settings,
     with_spark_task_defaults,
@@ -116,7 +118,7 @@ class PlacspSilverOperator(BaseOperator):
             record_versions(context, lake)
             return self._summary
         request = IngestRequest(ds, lake, run_id, (lake_path(self.manifest),) if self.manifest else ())
-        engine = choose_engine(request, self.engine)
+        engine = choose_engine(request, self.engine, spark_cluster=partial(spark_cluster, self.spark_conn_id))
         self.log.info("dataset %s: Silver ingest of %s, engine %s (run %s)", ds.key, lake, engine, run_id)
         summary = self._submit(request, engine, context) if needs_spark(engine) else ingest(request, engine)
         self.log.info("dataset %s: Silver run summary:\n%s", ds.key, json.dumps(summary, indent=2, sort_keys=True))

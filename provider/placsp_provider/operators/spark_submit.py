@@ -116,6 +116,19 @@ def spark_connection_or_local(conn_id: str, log: Any) -> Iterator[None]:
             os.environ[variable] = before
 
 
+def spark_cluster(conn_id: str) -> bool:
+    """The Spark connection `conn_id` submits to a cluster (its master is not `local`); an absent one
+    means `local[*]` here (`spark_connection_or_local`)."""
+    from airflow.sdk import BaseHook
+    from airflow.sdk.exceptions import AirflowNotFoundException
+
+    try:
+        connection = BaseHook.get_connection(conn_id)
+    except AirflowNotFoundException:
+        return False
+    return not (connection.host or "").strip().lower().startswith("local")
+
+
 def package_zip(folder: Path) -> str:
     """The provider package as a zip for --py-files: executors on a cluster import it from there."""
     base = folder / "placsp_provider"

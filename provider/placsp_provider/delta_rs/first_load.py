@@ -1,0 +1,200 @@
+"""A first load: a batch into a dataset that has no row in any Silver table yet, written by appends
+instead of MERGEs, a page's staged rows at a time (decision 0053).
+
+With nothing of the dataset in Silver, every MERGE of `silver_write` would insert its source whole and
+match nothing, so the rows it would leave are known before writing, under the same `ingest.rules`:
+- entries: each entry's greatest version in the batch (`VERSION_ORDER`), with the newest of its
+  tombstones applied when that deletes it (`TOMBSTONE_APPLIES` against no earlier deletion);
+- lots, documents, results: the rows of those very versions, once per business key;
+- tombstones: the greatest per key (`TOMBSTONE_ORDER`).
+
+The winners are picked from the staged key columns alone; each table's rows then stream from the
+staged files into one append, so the writer holds a page's rows, not the batch's (a year of pages in
+one run: no MERGE, no memory bound on the batch). Each append carries the dataset's txn
+(`ingest.writer_txn`), against the snapshot that showed the dataset empty: a writer of the dataset that
+committed since fails it, and the retried write finds the dataset loaded and MERGEs. A run that died
+between two appends left the dataset not empty: its rerun MERGEs too, and completes it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from datetime import datetime
+from functools import partial
+from typing import Any
+
+import pyarrow as pa
+
+from placsp_provider.delta_rs.silver_write import _conform, _greatest, _open, _stamped, _tuples, nothing_changed
+from placsp_provider.ingest import rules, writer_txn
+from placsp_provider.ingest.batch import StagedBatch
+from placsp_provider.ingest.rules import BUSINESS_KEYS
+from placsp_provider.ingest.tables import UTC_TS, holds_dataset, staged_schema, table_schema
+from placsp_provider.lake import CHILD_TABLES, SILVER_TABLES
+from placsp_provider.lake_storage import LakePath, arrow_location, side_by_side, uri
+
+Version = tuple[str, datetime, str, str]  # rules.WINNER_COLUMNS / CHILD_VERSION_COLUMNS
+
+
+def is_first_load(lake: LakePath, dataset: str) -> bool:
+    """No Silver table holds a file of the dataset's partition, as of the table objects the write uses."""
+    return not any(holds_dataset(_open(lake, t), dataset) for t in SILVER_TABLES)
+
+
+def append_silver(batch: StagedBatch, stamp: dict[str, tuple[Any, pa.DataType]]) -> dict[str, Any]:
+    """The batch's Silver rows appended (see above); what changed by table, as `merge_silver` says it."""
+    files = {t: _staged_files(batch, t) for t in SILVER_TABLES}
+    tombstones = _greatest(
+        _read_all(batch, "tombstones", files["tombstones"]), BUSINESS_KEYS["tombstones"], rules.TOMBSTONE_ORDER
+    )
+    newest = _newest_tombstones(tombstones)
+    winners = _winners(batch, files["entries"])
+    versions = {version for _, version in winners}
+    applied = [0]
+
+    def entries() -> Iterator[pa.Table]:
+        ordinal = 0
+        kept = iter(winners)
+        pending = next(kept, None)
+        for location in files["entries"]:
+            rows = _read(batch, "entries", location)
+            take = []
+            for position in range(rows.num_rows):
+                if pending is not None and pending[0] == ordinal + position:
+                    take.append(position)
+                    pending = next(kept, None)
+            ordinal += rows.num_rows
+            if take:
+                rows = rows.take(pa.array(take, pa.int64()))
+                deleted = _deletions(rows, newest)
+                applied[0] += sum(d is not None for d, _ in deleted)
+                rows = rows.append_column("deleted_at", pa.array([d for d, _ in deleted], UTC_TS))
+                yield rows.append_column("deletion_type", pa.array([k for _, k in deleted], pa.string()))
+
+    def children(table: str) -> Iterator[pa.Table]:
+        seen: set[tuple[Any, ...]] = set()
+        keys = BUSINESS_KEYS[table]
+        for location in files[table]:
+            rows = _read(batch, table, location)
+            mine = [v in versions for v in _tuples(rows, rules.CHILD_VERSION_COLUMNS)]
+            rows = rows.filter(pa.array(mine, pa.bool_()))
+            if batch.plan.repeated_versions:  # one version twice in a page: its child keys repeat
+                first = []
+                for key in _tuples(rows, keys):
+                    first.append(key not in seen)
+                    seen.add(key)
+                rows = rows.filter(pa.array(first, pa.bool_()))
+            yield rows
+
+    steps: dict[str, Callable[[], Any]] = {
+        "entries": partial(_append, batch, "entries", entries(), stamp),
+        "tombstones": partial(_append, batch, "tombstones", iter([tombstones]), stamp),
+    }
+    steps |= {t: partial(_append, batch, t, children(t), stamp) for t in CHILD_TABLES}
+    done = side_by_side(steps)
+    metrics: dict[str, Any] = {t: _inserted(done[t]) for t in ("entries", *CHILD_TABLES)}
+    metrics["tombstones"] = {**_inserted(done["tombstones"]), "applied_to_entries": applied[0]}
+    return metrics
+
+
+def _winners(batch: StagedBatch, files: list[str]) -> list[tuple[int, Version]]:
+    """Each entry's greatest version in the batch: (its ordinal in the staged files, in order; version)."""
+    keys = [_read(batch, "entries", location, rules.WINNER_COLUMNS) for location in files]
+    if not keys:
+        return []
+    every = pa.concat_tables(keys)
+    columns = [every.column(c).to_pylist() for c in rules.WINNER_COLUMNS]
+    rows = [dict(zip(rules.WINNER_COLUMNS, values, strict=True)) for values in zip(*columns, strict=True)]
+    keep = rules.greatest_per_key(rows, ("entry_id",), rules.VERSION_ORDER)
+    return [(i, tuple(rows[i][c] for c in rules.WINNER_COLUMNS)) for i in keep]  # type: ignore[misc]
+
+
+def _newest_tombstones(tombstones: pa.Table) -> dict[str, tuple[datetime, str | None]]:
+    """Each entry's newest tombstone of the batch (one per (entry, deleted_at) after the pick)."""
+    newest: dict[str, tuple[datetime, str | None]] = {}
+    for entry_id, deleted_at, kind in _tuples(tombstones, ("entry_id", "deleted_at", "deletion_type")):
+        if entry_id not in newest or deleted_at > newest[entry_id][0]:
+            newest[entry_id] = (deleted_at, kind)
+    return newest
+
+
+def _deletions(entries: pa.Table, newest: dict[str, tuple[datetime, str | None]]) -> list[tuple[Any, Any]]:
+    """(deleted_at, deletion_type) of each entry: its newest tombstone when that deletes this version
+    (`rules.TOMBSTONE_APPLIES`: `deleted_at >= updated`), else none."""
+    out: list[tuple[Any, Any]] = []
+    for entry_id, updated in _tuples(entries, ("entry_id", "updated")):
+        tombstone = newest.get(entry_id)
+        out.append(tombstone if tombstone is not None and tombstone[0] >= updated else (None, None))
+    return out
+
+
+def _append(batch: StagedBatch, table: str, parts: Iterator[pa.Table], stamp: dict[str, Any]) -> int:
+    """`parts` stamped, in the table's columns, appended in one commit carrying the dataset's txn; the
+    rows appended (no commit for none)."""
+    from deltalake import CommitProperties, PostCommitHookProperties, Transaction, write_deltalake
+
+    schema = table_schema(table)
+    count = [0]
+
+    def batches() -> Iterator[pa.RecordBatch]:
+        for part in parts:
+            if part.num_rows:
+                count[0] += part.num_rows
+                yield from _conform(_stamped(part, stamp), table).to_batches()
+
+    stream = batches()
+    first = next(stream, None)
+    if first is None:
+        return 0
+    target = _open(batch.lake, table)
+    commit = None
+    if writer_txn.carries_txn(table):  # every Silver table's does
+        app = writer_txn.app_id(batch.dataset)
+        txn = Transaction(app, writer_txn.next_version(target.transaction_version(app)))
+        commit = CommitProperties(app_transactions=[txn])
+    write_deltalake(
+        target,
+        pa.RecordBatchReader.from_batches(schema, _chain(first, stream)),
+        mode="append",
+        commit_properties=commit,
+        post_commithook_properties=PostCommitHookProperties(cleanup_expired_logs=False),  # as `_merge`'s
+    )
+    return count[0]
+
+
+def _chain(first: pa.RecordBatch, rest: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    yield first
+    yield from rest
+
+
+def _inserted(rows: int) -> dict[str, int]:
+    return {**nothing_changed(), "inserted": rows}
+
+
+def _staged_files(batch: StagedBatch, table: str) -> list[str]:
+    """A table's staged files (one per page), in name order; none when no page staged a row of it."""
+    import pyarrow.fs as pafs
+
+    folder = batch.staged_path(table)
+    if folder is None:
+        return []
+    filesystem, location = arrow_location(uri(folder))
+    found = filesystem.get_file_info(pafs.FileSelector(location))
+    names = [i.path for i in found if i.path.endswith(".parquet") and not i.base_name.startswith(".")]
+    return sorted(names)
+
+
+def _read(batch: StagedBatch, table: str, location: str, columns: tuple[str, ...] | None = None) -> pa.Table:
+    """One staged file's rows (`columns` of them), without a quarantined file's."""
+    import pyarrow.parquet as pq
+
+    filesystem, _ = arrow_location(uri(batch.folder))
+    rows = pq.read_table(
+        location, columns=list(columns) if columns else None, schema=staged_schema(table), filesystem=filesystem
+    )
+    return batch.kept(table, rows)
+
+
+def _read_all(batch: StagedBatch, table: str, files: list[str]) -> pa.Table:
+    parts = [_read(batch, table, location) for location in files]
+    return pa.concat_tables(parts) if parts else staged_schema(table).empty_table()
