@@ -304,14 +304,14 @@ def _result(
     figures = [
         "peak RSS per round (MB): " + " / ".join(f1(r["peak_mb"]) for r in ingests),
         "Silver and the other tables, equal in every round: " + ", ".join(f"{t} {n:,}" for t, n in counts.items()),
-        f"on the standalone cluster (one worker, 2 cores; the driver here): {f2(cluster['seconds'])} s with "
-        f"engine {cluster['engine']} (what `auto` takes with a cluster), every table's checksum "
-        f"{'equal to' if cluster['identical'] else 'DIFFERENT from'} the local run's",
+        f"standalone cluster (one worker, 2 cores): {f2(cluster['seconds'])} s, engine {cluster['engine']} "
+        f"(`auto`'s with a cluster); every table's checksum {'equal to' if cluster['identical'] else 'DIFFERENT from'} "
+        "the local run's",
     ]
     summary = (
         f"{pages} real-shaped daily pages ({megabytes:,.0f} MB) ingested by one `placsp ingest` (its engine's choice) "
         "into a fresh lake, against the single-core lxml reference over the same pages; fresh processes, ABBA "
-        "rounds, medians; then the same pages once on a Spark standalone cluster, its Silver against the local run's."
+        "rounds, medians; then once on a Spark standalone cluster."
     )
     raw = {"ingests": ingests, "references": references, "cluster": cluster, "pages": pages, "megabytes": megabytes}
     return BenchResult(NAME, TITLE, summary, [table], raw, seconds, goals, figures)
