@@ -79,7 +79,9 @@ for name, argv in {
         case(name, lambda: cli.main(argv))
     found[name]["stderr"] = err.getvalue()
 
-# Last: `auto` on this fresh lake would give Spark the batch; the Silver operator ingests it with delta-rs.
+# Last: `auto` on this fresh lake would give the batch to Spark on the connection's cluster; the Silver
+# operator ingests it with delta-rs.
+os.environ["AIRFLOW_CONN_SPARK_DEFAULT"] = json.dumps({"conn_type": "spark", "host": "spark://spark-master:7077"})
 from placsp_provider.operators.silver import PlacspSilverOperator
 log = io.StringIO()  # on the package's logger itself: importing Airflow reconfigured the root logger
 handler = logging.StreamHandler(log)
@@ -129,7 +131,8 @@ def test_without_spark_every_spark_path_names_the_extra_and_auto_ingests_with_de
     # The CLI's replay first needs a dead-letter table, which the ingest below had not written yet.
     assert found["cli_replay"]["returned"] == 2 and "no dead-letter table" in found["cli_replay"]["stderr"]
 
-    # `auto` on a fresh lake would have started Spark; it warned, naming the extra, and delta-rs ingested.
+    # `auto` on a fresh lake would have submitted to the Spark cluster; it warned, naming the extra, and
+    # delta-rs ingested.
     assert found["silver_operator"] == {"returned": "delta-rs"}
     assert (
         "WARNING dataset agregadas: 0.0 MB of pages (a fresh lake) would go to Spark (engine spark+delta-rs), "

@@ -136,24 +136,28 @@ def test_a_first_load_meets_a_writer_of_its_dataset_that_committed_since_by_merg
     assert _operations(lake, "entries")[1:] == ["WRITE", "MERGE"]  # theirs appended, ours MERGEd
 
 
-def test_the_engine_of_a_first_load_past_the_write_limit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_first_load_goes_to_delta_rs_or_to_the_spark_cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from placsp_provider.ingest import engines
 
     lake = tmp_path / "lake"
     land(lake, DATASET, {"a.atom": page([(1, day(3))])}, "2022-01-03")
     request = IngestRequest(get_dataset(DATASET), lake, "r1")
-    assert engines.choose_engine(request) == "spark+delta-rs"  # a fresh lake, within the limit: as before
-    monkeypatch.setenv(engines.WRITE_MAX_MB_ENV, "0.001")  # the page is larger than 1 KB
+    for limit in ("512", "0.001"):  # within the write limit and past it (the page is larger than 1 KB)
+        monkeypatch.setenv(engines.WRITE_MAX_MB_ENV, limit)
+        assert engines.choose_engine(request) == "delta-rs"  # a fresh lake
+        assert engines.choose_engine(request, spark_cluster=lambda: True) == "spark+delta-rs"
+    ensure_tables(lake)  # the tables exist, without a row of the dataset: a first load still
+    assert engines.choose_engine(request, spark_cluster=lambda: True) == "delta-rs"  # a daily batch's size
+    monkeypatch.setenv(engines.MAX_MB_ENV, "0")
     assert engines.choose_engine(request) == "delta-rs"
     assert engines.choose_engine(request, spark_cluster=lambda: True) == "spark+delta-rs"
-    ensure_tables(lake)  # the tables exist, without a row of the dataset
-    assert engines.choose_engine(request) == "delta-rs"
     monkeypatch.delenv(engines.WRITE_MAX_MB_ENV)
     ingest(request, "delta-rs")
     land(lake, DATASET, {"b.atom": page([(2, day(4))])}, "2022-01-04")
-    monkeypatch.setenv(engines.MAX_MB_ENV, "0")
+    # The dataset is loaded: MERGEs, in Spark's driver by delta-rs, or by Spark past the write limit.
+    assert engines.choose_engine(request) == "spark+delta-rs"
     monkeypatch.setenv(engines.WRITE_MAX_MB_ENV, "0.001")
-    assert engines.choose_engine(request) == "spark"  # the dataset is loaded: MERGEs, Spark's past the limit
+    assert engines.choose_engine(request) == "spark"
     assert engines.choose_engine(request, spark_cluster=lambda: True) == "spark"
 
 

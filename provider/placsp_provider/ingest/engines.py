@@ -4,16 +4,16 @@ An engine is a parser (pages in, rows staged as Parquet in the run's folder, a t
 and a writer (the staged rows written into the Delta tables under `ingest.rules`):
 
 - `delta-rs`: this machine parses (`InProcessParser`), delta-rs writes (`delta_rs.silver_job`);
-  `auto` takes it when the tables exist and the batch is at most `$PLACSP_DELTA_RS_MAX_MB` (64) MB
-  (asked for, it creates a fresh lake's tables with delta-rs: `delta_rs.tables`).
+  `auto` takes it when the tables exist and the batch is at most `$PLACSP_DELTA_RS_MAX_MB` (64) MB,
+  and for a first load (below); it creates a fresh lake's tables with delta-rs (`delta_rs.tables`).
 - `spark+delta-rs`: Spark's tasks parse (`spark.silver_job`), delta-rs writes; up to
-  `$PLACSP_DELTA_RS_WRITE_MAX_MB` (512) MB, and a fresh lake (Spark creates the tables); on an S3
-  lake any larger batch too, since there only delta-rs commits (decision 0038).
+  `$PLACSP_DELTA_RS_WRITE_MAX_MB` (512) MB; on an S3 lake any larger batch too, since there only
+  delta-rs commits (decision 0038).
 - `spark`: Spark parses, Spark's Delta MERGEs write (`spark.silver_merge`): larger batches on a
   local lake.
-- A first load of a dataset (no Silver row of it yet) larger than that limit: `delta-rs`, its pages
-  parsed on every core of this machine (`local_parse`) and appended (`delta_rs.first_load`); with a
-  Spark cluster, `spark+delta-rs` (decision 0053).
+- A first load of a dataset (no Silver row of it yet; a fresh lake's first run too): `delta-rs`, a
+  larger one's pages parsed on every core of this machine (`local_parse`), appended
+  (`delta_rs.first_load`); with a Spark cluster, `spark+delta-rs` (decision 0053).
 
 Parts are named here as `module:attribute` and imported when an engine is built, so this module,
 like the rest of `ingest/`, imports neither pyspark nor a writer (import-linter holds it to that).
@@ -92,9 +92,9 @@ def choose_engine(
         return DELTA_RS
     small = size <= _limit_mb(WRITE_MAX_MB_ENV, DEFAULT_WRITE_MAX_MB) * _MB
     # A first load of the dataset is appended by delta-rs, a page's rows at a time, whatever its size
-    # (decision 0053). Past the write limit, where Spark's MERGEs were for the memory, its pages are
-    # parsed on this machine's cores (no JVM), or on the cluster when there is one.
-    first_load = not small and not (exists and dataset_in_silver(request.lake, request.dataset.key))
+    # (decision 0053): its pages are parsed on this machine's cores (no JVM), or on the cluster when
+    # there is one.
+    first_load = not (exists and dataset_in_silver(request.lake, request.dataset.key))
     if first_load and not spark_cluster():
         return DELTA_RS
     # On S3 every commit is delta-rs's (conditional PUTs): never Spark's MERGEs there (decision 0038).

@@ -39,7 +39,9 @@ class PlacspSilverOperator(BaseOperator):
 
     The engine (`ingest.engines`) decides where: a small batch into a lake whose tables exist (what a
     daily run brings: up to `$PLACSP_DELTA_RS_MAX_MB`, default 64 MB of pages) is ingested in the task
-    itself, by delta-rs, without a JVM. Otherwise the task submits the Spark job
+    itself, by delta-rs, without a JVM; so is a first load of the dataset, appended (a larger one's
+    pages parsed by a worker process per core), unless `conn_id` is a Spark cluster, which then parses
+    it. Otherwise the task submits the Spark job
     (the package's `spark/silver_job.py`) through the Spark provider's `SparkSubmitHook`, with the
     provider package and the pinned Delta jars: Spark parses, and delta-rs writes in the Spark
     driver up to `$PLACSP_DELTA_RS_WRITE_MAX_MB` (512 MB of pages), Spark's MERGEs above. Either way
