@@ -135,7 +135,8 @@ def report_lineage(events: Path) -> None:
     spark = _spark_file(events)
     counts = {p: sum(1 for _ in p.open(encoding="utf-8")) if p.is_file() else 0 for p in (events, spark)}
     print(f"OpenLineage events (appended run after run; docs/lineage.md): {events} ({counts[events]} from Airflow)")
-    print(f"  and {spark} ({counts[spark]} from the Spark jobs, each naming its Airflow task run as parent)")
+    if counts[spark]:  # a Spark job ran (a first load ingests without one: decision 0053)
+        print(f"  and {spark} ({counts[spark]} from the Spark jobs, each naming its Airflow task run as parent)")
 
 
 def report(dag_run: Any, lake: Path, dag_id: str = "placsp_daily") -> int:
