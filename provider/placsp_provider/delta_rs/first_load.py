@@ -9,8 +9,8 @@ match nothing, so the rows it would leave are known before writing, under the sa
 - tombstones: the greatest per key (`TOMBSTONE_ORDER`).
 
 The winners are picked from the staged key columns alone; each table's rows then stream from the
-staged files into one append, so the writer holds a page's rows, not the batch's (a year of pages in
-one run: no MERGE, no memory bound on the batch). Each append carries the dataset's txn
+staged files into one append, so the writer holds the batch's keys and a page's rows, not the batch's
+rows (a year of pages in one run: no MERGE, and no write limit on the batch). Each append carries the dataset's txn
 (`ingest.writer_txn`), against the snapshot that showed the dataset empty: a writer of the dataset that
 committed since fails it, and the retried write finds the dataset loaded and MERGEs. A run that died
 between two appends left the dataset not empty: its rerun MERGEs too, and completes it.
