@@ -1,10 +1,10 @@
 """The in-process parser's pages shared among worker processes, one per usable core: `stage_page`, the
 code a Spark task runs, on this machine's cores without a JVM (decision 0053).
 
-A batch of a few pages (a daily run) is parsed in this process: a worker costs ~0.5 s to start
-(the forkserver's imports), more than one small page's parse. Past `POOL_MIN_MB` of pages the
-workers pay for themselves: 384 real-shaped pages parse in 20.7 s on 2 workers, 25.4 s in Spark's
-tasks (after its 8 s start), ~36 s in one process.
+A batch of a few pages (a daily run) is parsed in this process: starting a worker (the forkserver's
+imports) costs more than a small page's parse. Past `POOL_MIN_MB` of pages the workers pay for
+themselves: 384 real-shaped pages parse in 20.7 s on 2 workers, 25.4 s in Spark's tasks (after its
+8 s start); one process parses ~33 MB/s, ~36 s for them.
 
 Workers come from a forkserver, not `fork`: this process may hold threads (delta-rs's runtime,
 Airflow's task supervisor), and a forked copy of a held lock never opens.
@@ -33,7 +33,7 @@ _MB = 1024 * 1024
 
 
 def usable_cpus() -> int:
-    """The CPUs this process may run on, not the machine's."""
+    """The CPUs this process may run on, not the machine's (what the JVM counts for `local[*]`)."""
     try:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # not on Linux

@@ -19,6 +19,7 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from placsp_provider.ingest.local_parse import usable_cpus
 from placsp_provider.lake_storage import arrow_location
 from placsp_provider.spark.session import session_conf
 
@@ -113,18 +114,10 @@ def slots_of(master: str, default_parallelism: int, task_cpus: int = 1) -> int:
     local = re.fullmatch(r"local(?:\[(\d+|\*)(?:,\s*\d+)?\])?", master)
     if local:
         cores = local.group(1)
-        slots = 1 if cores is None else _usable_cpus() if cores == "*" else int(cores)
+        slots = 1 if cores is None else usable_cpus() if cores == "*" else int(cores)
     else:
         slots = default_parallelism
     return max(1, slots // max(1, task_cpus))
-
-
-def _usable_cpus() -> int:
-    """The CPUs this process may run on (what the JVM counts for `local[*]`), not the machine's."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
 
 
 _UNITS = {"": 1, "b": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
