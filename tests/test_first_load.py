@@ -173,3 +173,29 @@ def test_a_page_error_raised_in_a_worker_reaches_the_parent_whole() -> None:
         err.reason,
         "staging",
     )
+
+
+def test_the_parse_workers_of_a_batch(monkeypatch: pytest.MonkeyPatch) -> None:
+    import multiprocessing
+
+    from placsp_provider.bronze.manifest import LandedPage
+    from placsp_provider.errors import ConfigError
+    from placsp_provider.ingest import local_parse
+
+    def pages(n: int, mb: float) -> list[LandedPage]:
+        size = int(mb * 2**20)
+        return [
+            LandedPage("u", f"p{i}", size, "", 0, 0, None, None, None, None, True, None, "feed", True) for i in range(n)
+        ]
+
+    monkeypatch.setattr(local_parse, "usable_cpus", lambda: 4)
+    assert local_parse.parse_workers(pages(3, 1)) == 1  # a daily batch: this process
+    assert local_parse.parse_workers(pages(3, 20)) == 3  # never more than the pages
+    assert local_parse.parse_workers(pages(8, 20)) == 4
+    monkeypatch.setenv(local_parse.WORKERS_ENV, "2")
+    assert local_parse.parse_workers(pages(8, 20)) == 2
+    monkeypatch.setattr(multiprocessing.current_process(), "daemon", True, raising=False)
+    assert local_parse.parse_workers(pages(8, 20)) == 1  # a daemonic process may not start any
+    monkeypatch.setenv(local_parse.WORKERS_ENV, "two")
+    with pytest.raises(ConfigError, match="PLACSP_PARSE_WORKERS must be a whole number"):
+        local_parse.parse_workers(pages(8, 20))

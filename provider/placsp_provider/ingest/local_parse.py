@@ -41,14 +41,17 @@ def usable_cpus() -> int:
 
 
 def parse_workers(pages: Sequence[LandedPage]) -> int:
-    """Worker processes for `pages`: 1 (this process) for a small batch, else one per usable core
-    (at most `$PLACSP_PARSE_WORKERS`) and never more than the pages."""
+    """Worker processes for `pages`: 1 (this process) for a small batch or in a daemonic process,
+    else one per usable core (at most `$PLACSP_PARSE_WORKERS`) and never more than the pages."""
     raw = os.environ.get(WORKERS_ENV, "")
     try:
         most = int(raw) if raw else usable_cpus()
     except ValueError:
         raise ConfigError(f"${WORKERS_ENV} must be a whole number of worker processes, not {raw!r}") from None
     if sum(p.bytes for p in pages) < POOL_MIN_MB * _MB:
+        return 1
+    if multiprocessing.current_process().daemon:  # e.g. a Celery worker's child: it may not have any
+        log.info("parsing in this process: a daemonic process cannot start worker processes")
         return 1
     return max(1, min(most, len(pages)))
 
