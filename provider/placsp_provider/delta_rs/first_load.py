@@ -24,6 +24,7 @@ from functools import partial
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from placsp_provider.delta_rs.silver_write import _conform, _greatest, _open, _stamped, _tuples, nothing_changed
 from placsp_provider.ingest import rules, writer_txn
@@ -48,36 +49,31 @@ def append_silver(batch: StagedBatch, stamp: dict[str, tuple[Any, pa.DataType]])
         _read_all(batch, "tombstones", files["tombstones"]), BUSINESS_KEYS["tombstones"], rules.TOMBSTONE_ORDER
     )
     newest = _newest_tombstones(tombstones)
-    winners = _winners(batch, files["entries"])
-    versions = {version for _, version in winners}
+    losers, lost_versions = _losers(batch, files["entries"])
     applied = [0]
 
     def entries() -> Iterator[pa.Table]:
         ordinal = 0
-        kept = iter(winners)
-        pending = next(kept, None)
         for location in files["entries"]:
             rows = _read(batch, "entries", location)
-            take = []
-            for position in range(rows.num_rows):
-                if pending is not None and pending[0] == ordinal + position:
-                    take.append(position)
-                    pending = next(kept, None)
-            ordinal += rows.num_rows
-            if take:
-                rows = rows.take(pa.array(take, pa.int64()))
-                deleted = _deletions(rows, newest)
-                applied[0] += sum(d is not None for d, _ in deleted)
-                rows = rows.append_column("deleted_at", pa.array([d for d, _ in deleted], UTC_TS))
-                yield rows.append_column("deletion_type", pa.array([k for _, k in deleted], pa.string()))
+            count = rows.num_rows
+            if losers:
+                keep = [ordinal + position not in losers for position in range(count)]
+                rows = rows.filter(pa.array(keep, pa.bool_()))
+            ordinal += count
+            if rows.num_rows:
+                deleted_at, kind = _deletions(rows, newest)
+                applied[0] += len(deleted_at) - deleted_at.null_count
+                yield rows.append_column("deleted_at", deleted_at).append_column("deletion_type", kind)
 
     def children(table: str) -> Iterator[pa.Table]:
         seen: set[tuple[Any, ...]] = set()
         keys = BUSINESS_KEYS[table]
         for location in files[table]:
             rows = _read(batch, table, location)
-            mine = [v in versions for v in _tuples(rows, rules.CHILD_VERSION_COLUMNS)]
-            rows = rows.filter(pa.array(mine, pa.bool_()))
+            if lost_versions:  # rows of a version that lost go; only then is each row's version looked at
+                mine = [v not in lost_versions for v in _tuples(rows, rules.CHILD_VERSION_COLUMNS)]
+                rows = rows.filter(pa.array(mine, pa.bool_()))
             if batch.plan.repeated_versions:  # one version twice in a page: its child keys repeat
                 first = []
                 for key in _tuples(rows, keys):
@@ -97,16 +93,31 @@ def append_silver(batch: StagedBatch, stamp: dict[str, tuple[Any, pa.DataType]])
     return metrics
 
 
-def _winners(batch: StagedBatch, files: list[str]) -> list[tuple[int, Version]]:
-    """Each entry's greatest version in the batch: (its ordinal in the staged files, in order; version)."""
+def _losers(batch: StagedBatch, files: list[str]) -> tuple[set[int], set[Version]]:
+    """The batch's entry rows that are not their entry's greatest version (their ordinals in the staged
+    files, in order), and the versions that lost (whose child rows go).
+
+    Only the rows of ids that repeat are put to the rule (`rules.greatest_per_key`): a version alone
+    under its id is its greatest (a year of generated pages holds one row per id; a real backfill
+    repeats the ids of the folders that changed). The same record twice in a page is one version: its
+    second row loses, its children stay (and are deduplicated by key).
+    """
     keys = [_read(batch, "entries", location, rules.WINNER_COLUMNS) for location in files]
     if not keys:
-        return []
+        return set(), set()
     every = pa.concat_tables(keys)
-    columns = [every.column(c).to_pylist() for c in rules.WINNER_COLUMNS]
-    rows = [dict(zip(rules.WINNER_COLUMNS, values, strict=True)) for values in zip(*columns, strict=True)]
-    keep = rules.greatest_per_key(rows, ("entry_id",), rules.VERSION_ORDER)
-    return [(i, tuple(rows[i][c] for c in rules.WINNER_COLUMNS)) for i in keep]  # type: ignore[misc]
+    ids = every.column("entry_id")
+    counts = pc.value_counts(ids)
+    repeated = counts.field("values").filter(pc.greater(counts.field("counts"), 1))
+    if not len(repeated):
+        return set(), set()
+    ordinals = pc.indices_nonzero(pc.is_in(ids, value_set=repeated)).to_pylist()
+    rows = every.take(pa.array(ordinals, pa.int64())).to_pylist()
+    kept = set(rules.greatest_per_key(rows, ("entry_id",), rules.VERSION_ORDER))
+    versions: list[Version] = [tuple(row[c] for c in rules.WINNER_COLUMNS) for row in rows]  # type: ignore[misc]
+    won = {versions[i] for i in kept}
+    lost = [i for i in range(len(rows)) if i not in kept]
+    return {ordinals[i] for i in lost}, {versions[i] for i in lost} - won
 
 
 def _newest_tombstones(tombstones: pa.Table) -> dict[str, tuple[datetime, str | None]]:
@@ -118,14 +129,19 @@ def _newest_tombstones(tombstones: pa.Table) -> dict[str, tuple[datetime, str | 
     return newest
 
 
-def _deletions(entries: pa.Table, newest: dict[str, tuple[datetime, str | None]]) -> list[tuple[Any, Any]]:
+def _deletions(entries: pa.Table, newest: dict[str, tuple[datetime, str | None]]) -> tuple[pa.Array, pa.Array]:
     """(deleted_at, deletion_type) of each entry: its newest tombstone when that deletes this version
-    (`rules.TOMBSTONE_APPLIES`: `deleted_at >= updated`), else none."""
-    out: list[tuple[Any, Any]] = []
-    for entry_id, updated in _tuples(entries, ("entry_id", "updated")):
-        tombstone = newest.get(entry_id)
-        out.append(tombstone if tombstone is not None and tombstone[0] >= updated else (None, None))
-    return out
+    (`rules.TOMBSTONE_APPLIES`: `deleted_at >= updated`), else nulls. Only entries with a tombstone in
+    the batch are looked at one by one."""
+    deleted_at: list[datetime | None] = [None] * entries.num_rows
+    kinds: list[str | None] = [None] * entries.num_rows
+    if newest:
+        ids = entries.column("entry_id")
+        for position in pc.indices_nonzero(pc.is_in(ids, value_set=pa.array(list(newest), pa.string()))).to_pylist():
+            tombstone = newest[ids[position].as_py()]
+            if tombstone[0] >= entries.column("updated")[position].as_py():
+                deleted_at[position], kinds[position] = tombstone
+    return pa.array(deleted_at, UTC_TS), pa.array(kinds, pa.string())
 
 
 def _append(batch: StagedBatch, table: str, parts: Iterator[pa.Table], stamp: dict[str, Any]) -> int:
