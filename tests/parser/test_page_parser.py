@@ -16,6 +16,7 @@ from lxml import etree
 
 from placsp_provider.datasets import Dataset, get_dataset
 from placsp_provider.dead_letters.record_bytes import parse_dead_letter
+from placsp_provider.feed.prolog import to_utf8
 from placsp_provider.feed.xml import ATOM_NS, DELETED_ENTRY_TAG, ENTRY_TAG, TOMBSTONE_NS, make_parser
 from placsp_provider.parser import page_parser, page_split, silver_schema
 from placsp_provider.parser.page_parser import (
@@ -803,33 +804,38 @@ def _broken_pages() -> list[bytes]:
     ]
 
 
-@pytest.mark.parametrize("records_per_part", [1, 3, 50, 10_000])
-def test_parts_hold_exactly_the_rows_of_the_page(records_per_part: int) -> None:
-    # The Spark router parses a page 50 records at a time (memory); the parts together must be
-    # parse_page's result, in order, each part at most that many records, page-level dead letters last.
+@pytest.mark.parametrize("bytes_per_part", [1, 5_000, 50_000, 10**9])
+def test_parts_hold_exactly_the_rows_of_the_page(bytes_per_part: int) -> None:
+    # A worker parses a page a part at a time (memory); the parts together must be parse_page's
+    # result, in order, each part ending with the record that brings its bytes to the bound,
+    # page-level dead letters last.
     pages = [(name, dataset, data) for name, dataset, data in SAMPLE_PAGES] + [
         (f"broken{i}", AGREGADAS, data) for i, data in enumerate(_broken_pages())
     ]
     for name, dataset, data in pages:
         whole = parse_page(data, dataset=dataset, source_file=name)
         parts = list(
-            page_parser.parse_page_in_parts(data, dataset=dataset, source_file=name, records_per_part=records_per_part)
+            page_parser.parse_page_in_parts(data, dataset=dataset, source_file=name, bytes_per_part=bytes_per_part)
         )
         assert parts, name
         for table in ("entries", "lots", "documents", "results", "tombstones", "dead_letters"):
             assert [row for part in parts for row in getattr(part, table)] == getattr(whole, table), (name, table)
+        # The records' sizes, as the splitter cut them, in order (read apart from the parser's parts).
+        sizes = iter(span.end - span.start for span in page_split.scan_page(to_utf8(data)).records)
         for i, part in enumerate(parts):
             assert (part.entries_seen, part.tombstones_seen) == (whole.entries_seen, whole.tombstones_seen)
             records = (
                 len(part.entries) + len(part.tombstones) + sum(d["record_kind"] != "page" for d in part.dead_letters)
             )
-            assert records <= records_per_part, name
+            held = [next(sizes) for _ in range(records)]
             if i < len(parts) - 1:
-                assert records == records_per_part, name  # only the last part is short
+                assert sum(held) >= bytes_per_part > sum(held[:-1]), name  # the part's last record reached it
                 assert not any(d["record_kind"] == "page" for d in part.dead_letters), name
-        expected_parts = max(1, -(-whole.records_seen // records_per_part)) if whole.records_seen else 1
-        if not any(d["error_type"] in ("dtd_refused", "not_a_feed") for d in whole.dead_letters):
-            assert len(parts) == expected_parts, name
+        refused = any(d["error_type"] in ("dtd_refused", "not_a_feed") for d in whole.dead_letters)
+        if bytes_per_part == 1 and not refused:
+            assert len(parts) == max(1, whole.records_seen), name  # a record a part
+        if bytes_per_part == 10**9:
+            assert len(parts) == 1, name
 
 
 def test_the_version_rules_in_python_and_in_sql_agree() -> None:

@@ -9,7 +9,7 @@ import pyarrow as pa
 import pytest
 
 from placsp_provider.datasets import get_dataset
-from placsp_provider.ingest.staging import RECORDS_PER_BATCH, TABLES, TALLY, stage_page, staged_file
+from placsp_provider.ingest.staging import BYTES_PER_PART, TABLES, TALLY, stage_page, staged_file
 from placsp_provider.parser.page_parser import parse_page
 from tests.pages import day, page
 from tests.staging import read_staged
@@ -30,10 +30,10 @@ def test_a_page_parsed_in_parts_stages_the_rows_of_the_page_parsed_whole(cut: in
     data = PAGE_2022.read_bytes()[:cut]
     agregadas = get_dataset("agregadas")
     whole = stage_page(
-        data, dataset=agregadas, source_file="p.atom", staging=str(tmp_path / "w"), records_per_batch=None
+        data, dataset=agregadas, source_file="p.atom", staging=str(tmp_path / "w"), bytes_per_part=None
     )
-    small = stage_page(data, dataset=agregadas, source_file="p.atom", staging=str(tmp_path / "s"), records_per_batch=7)
-    assert RECORDS_PER_BATCH == 50
+    small = stage_page(data, dataset=agregadas, source_file="p.atom", staging=str(tmp_path / "s"), bytes_per_part=7_000)
+    assert BYTES_PER_PART == 2 * 1024 * 1024
     whole_rows, small_rows = read_staged(tmp_path / "w"), read_staged(tmp_path / "s")
     assert whole_rows.keys() == small_rows.keys()
     for table in whole_rows:
@@ -77,7 +77,7 @@ def test_staged_files_of_two_pages_do_not_collide(tmp_path: Path) -> None:
     assert len(list((tmp_path / "entries").iterdir())) == 2
 
 
-@pytest.mark.parametrize("records_per_batch", [None, 1])  # counted across the parts of a page too
+@pytest.mark.parametrize("bytes_per_part", [None, 1])  # counted across the parts of a page too
 @pytest.mark.parametrize(
     ("versions", "repeated"),
     [
@@ -87,14 +87,14 @@ def test_staged_files_of_two_pages_do_not_collide(tmp_path: Path) -> None:
     ],
 )
 def test_the_stager_counts_records_repeating_a_version_of_their_page(
-    versions: list[tuple[int, str]], repeated: int, records_per_batch: int | None, tmp_path: Path
+    versions: list[tuple[int, str]], repeated: int, bytes_per_part: int | None, tmp_path: Path
 ) -> None:
     tally = stage_page(
         page(versions),
         dataset=get_dataset("agregadas"),
         source_file="p.atom",
         staging=str(tmp_path),
-        records_per_batch=records_per_batch,
+        bytes_per_part=bytes_per_part,
     ).to_pylist()
     (stats,) = [r for r in tally if r["kind"] == "file_stats"]
     assert stats["repeated_versions"] == repeated

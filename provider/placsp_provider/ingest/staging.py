@@ -32,10 +32,12 @@ from placsp_provider.parser.silver_schema import record_batch
 
 TABLES = (*SILVER_TABLES, DEAD_LETTER_TABLE)
 
-# Records parsed and turned into Arrow at a time. A whole page (500 entries, ~10,000 rows) held as
-# Python dicts was the peak of a worker's memory (~300 MB; decision 0007): its Arrow
-# batches are a fraction of that.
-RECORDS_PER_BATCH = 50
+# Record bytes parsed and turned into Arrow at a time. A whole heavy page (24 MB, 500 entries,
+# ~10,000 rows) held as Python dicts was the peak of a worker's memory (~300 MB; decision 0007): its
+# Arrow batches are a fraction of that. 2 MiB is ~40 of those records, or ~320 of a real-shaped
+# page's (~6.5 KB each): a part per 50 records cost such a page 9.3 ms of Arrow conversions, against
+# 5.1 for two parts (of its ~95 ms of staging).
+BYTES_PER_PART = 2 * 1024 * 1024
 
 
 def table_batches(result: PageParseResult) -> Iterator[tuple[str, pa.RecordBatch]]:
@@ -118,20 +120,20 @@ def staged_file(staging: str, table: str, source_file: str) -> str:
 
 
 def stage_page(
-    data: bytes, *, dataset: Dataset, source_file: str, staging: str, records_per_batch: int | None = RECORDS_PER_BATCH
+    data: bytes, *, dataset: Dataset, source_file: str, staging: str, bytes_per_part: int | None = BYTES_PER_PART
 ) -> pa.RecordBatch:
     """One page parsed; its rows written to the staging folder (one Parquet file per table, each in
     place whole or not at all); returns the page's tally (TALLY). Pure Python.
 
     A page's rows go into one Parquet row group per table: the MERGEs read every staged file, and a
-    row group per `records_per_batch` records cost them ~1 s per 10 pages (decision 0024).
+    row group per part cost them ~1 s per 10 pages (decision 0024).
     """
     counts: Counter[tuple[str, str | None, str | None, str | None]] = Counter()
     batches: dict[str, list[pa.RecordBatch]] = {}
     versions: set[tuple[str, Any]] = set()
     repeated = 0
     for result in parse_page_in_parts(
-        data, dataset=dataset, source_file=source_file, records_per_part=records_per_batch
+        data, dataset=dataset, source_file=source_file, bytes_per_part=bytes_per_part
     ):
         for entry in result.entries:
             version = (entry["entry_id"], entry["entry_updated"])
@@ -154,6 +156,12 @@ def stage_page(
     return pa.RecordBatch.from_pylist([{"source_file": source_file, **r} for r in rows], schema=TALLY)
 
 
+def _parquet_options(rows: pa.Table) -> dict[str, Any]:
+    """How a staged file is written: one row group, and no column statistics (every reader reads
+    every row of it; writing them cost ~0.7 ms of a real-shaped page's ~5 ms of Parquet)."""
+    return {"row_group_size": max(1, rows.num_rows), "write_statistics": False}
+
+
 def _write_staged(rows: pa.Table, final: str, dataset: Dataset, source_file: str) -> None:
     """`rows` as the Parquet file `final`, whole or not at all (a full disk leaves no half file)."""
     folder = os.path.dirname(final)
@@ -162,10 +170,10 @@ def _write_staged(rows: pa.Table, final: str, dataset: Dataset, source_file: str
     try:
         if final.startswith("s3://"):  # one upload, completed on close: whole or absent, no rename
             filesystem, location = arrow_location(final)
-            pq.write_table(rows, location, row_group_size=max(1, rows.num_rows), filesystem=filesystem)
+            pq.write_table(rows, location, filesystem=filesystem, **_parquet_options(rows))
             return
         os.makedirs(folder, exist_ok=True)
-        pq.write_table(rows, tmp, row_group_size=max(1, rows.num_rows))
+        pq.write_table(rows, tmp, **_parquet_options(rows))
         os.replace(tmp, final)
     except OSError as err:
         with contextlib.suppress(OSError):

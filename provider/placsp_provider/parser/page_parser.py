@@ -121,14 +121,16 @@ def parse_page(data: bytes, *, dataset: Dataset, source_file: str) -> PageParseR
 
 
 def parse_page_in_parts(
-    data: bytes, *, dataset: Dataset, source_file: str, records_per_part: int | None = None
+    data: bytes, *, dataset: Dataset, source_file: str, bytes_per_part: int | None = None
 ) -> Iterator[PageParseResult]:
-    """`parse_page`'s rows and dead letters, `records_per_part` records at a time (None: all in one).
+    """`parse_page`'s rows and dead letters, a part at a time: a part ends with the record that brings
+    its records' bytes to `bytes_per_part` (None: the page in one part).
 
-    A page of 500 entries makes ~10,000 rows; a consumer that turns each part into Arrow and lets it
-    go holds one part's rows at a time instead of the page's. The parts together hold exactly what
-    `parse_page` returns, in the same order; every part carries the page's counts (`*_seen`), and
-    page-level dead letters come in the last part. There is always at least one part.
+    A heavy page (24 MB, 500 entries) makes ~10,000 rows; a consumer that turns each part into Arrow
+    and lets it go holds one part's rows at a time instead of the page's. Rows follow bytes, whatever
+    a page's shape, so the bound is in bytes. The parts together hold exactly what `parse_page`
+    returns, in the same order; every part carries the page's counts (`*_seen`), and page-level dead
+    letters come in the last part. There is always at least one part.
     """
     # The splitter looks for ASCII markup: a UTF-16/32 page is read as UTF-8, as lxml reads it for
     # the extraction's count, so both count the same records.
@@ -150,10 +152,13 @@ def parse_page_in_parts(
         return
     parser = _record_parser()  # one per page: lxml parsers are reusable but not shareable across threads
     last = len(layout.records) - 1
+    part_bytes = 0
     for index, span in enumerate(layout.records):
-        if records_per_part and index and index % records_per_part == 0:
+        if bytes_per_part and part_bytes >= bytes_per_part:
             yield out
             out = PageParseResult(layout.entries_seen, layout.tombstones_seen)
+            part_bytes = 0
+        part_bytes += span.end - span.start
         context = _RecordContext(
             dataset=dataset,
             source_file=source_file,

@@ -196,9 +196,11 @@ def has_replacement_characters(raw: bytes) -> bool:
     """Whether the record's bytes hold U+FFFD, literally or as a character reference.
 
     A byte check over the raw record is enough (and C-speed): in a record that parsed as UTF-8, every
-    U+FFFD in text or attributes is either these three bytes or a character reference.
+    U+FFFD in text or attributes is either these three bytes or a character reference. Their lead
+    byte is looked for first: a one-byte find runs at memchr speed, where the three-byte one read
+    ~1.6 GB/s (0.15 against 1.9 ms for a real-shaped page, whose Spanish text holds no \\xef).
     """
-    return _REPLACEMENT_BYTES in raw or bool(_REPLACEMENT_REFERENCE.search(raw))
+    return (b"\xef" in raw and _REPLACEMENT_BYTES in raw) or _REPLACEMENT_REFERENCE.search(raw) is not None
 
 
 def describe_replacement_characters(element: object) -> str:
