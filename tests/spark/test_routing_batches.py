@@ -29,9 +29,7 @@ def _tally(batch: pa.RecordBatch) -> dict[tuple, int]:
 def test_a_page_parsed_in_parts_stages_the_rows_of_the_page_parsed_whole(cut: int | None, tmp_path: Path) -> None:
     data = PAGE_2022.read_bytes()[:cut]
     agregadas = get_dataset("agregadas")
-    whole = stage_page(
-        data, dataset=agregadas, source_file="p.atom", staging=str(tmp_path / "w"), bytes_per_part=None
-    )
+    whole = stage_page(data, dataset=agregadas, source_file="p.atom", staging=str(tmp_path / "w"), bytes_per_part=None)
     small = stage_page(data, dataset=agregadas, source_file="p.atom", staging=str(tmp_path / "s"), bytes_per_part=7_000)
     assert BYTES_PER_PART == 2 * 1024 * 1024
     whole_rows, small_rows = read_staged(tmp_path / "w"), read_staged(tmp_path / "s")

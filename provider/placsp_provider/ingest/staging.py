@@ -132,9 +132,7 @@ def stage_page(
     batches: dict[str, list[pa.RecordBatch]] = {}
     versions: set[tuple[str, Any]] = set()
     repeated = 0
-    for result in parse_page_in_parts(
-        data, dataset=dataset, source_file=source_file, bytes_per_part=bytes_per_part
-    ):
+    for result in parse_page_in_parts(data, dataset=dataset, source_file=source_file, bytes_per_part=bytes_per_part):
         for entry in result.entries:
             version = (entry["entry_id"], entry["entry_updated"])
             repeated += version in versions
