@@ -175,6 +175,28 @@ def test_a_page_error_raised_in_a_worker_reaches_the_parent_whole() -> None:
     )
 
 
+def test_a_page_gone_when_its_worker_reads_it_is_a_clear_error_naming_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On a local lake each worker reads its own page: one removed after the run listed it (the run
+    checks first, so it is gone in between) is the worker's clear error, raised here whole."""
+    from placsp_provider.errors import BronzePageError
+    from placsp_provider.ingest import local_parse
+    from placsp_provider.ingest.request import manifest_pages
+
+    pages = {"a.atom": page([(101, day(5))]), "b.atom": page([(102, day(5))]), "c.atom": page([(103, day(5))])}
+    land(tmp_path, DATASET, pages, "2022-01-05")
+    landed = list(manifest_pages(IngestRequest(get_dataset(DATASET), tmp_path, "r1")).values())
+    (gone,) = [p for p in landed if "/b." in p.file]
+    (tmp_path / gone.file).unlink()
+    monkeypatch.setattr(local_parse, "POOL_MIN_MB", 0.0)
+    monkeypatch.setenv(local_parse.WORKERS_ENV, "2")
+    with pytest.raises(BronzePageError) as raised:
+        local_parse.stage_pages_here(get_dataset(DATASET), tmp_path, landed, tmp_path / "staging")
+    assert str(raised.value).startswith(f"dataset {DATASET}: {gone.file}: stage parse: "), raised.value
+    assert "No such file" in str(raised.value) and "removed after landing" in str(raised.value)
+
+
 def test_the_parse_workers_of_a_batch(monkeypatch: pytest.MonkeyPatch) -> None:
     import multiprocessing
 
