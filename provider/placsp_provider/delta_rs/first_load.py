@@ -30,9 +30,10 @@ from placsp_provider.delta_rs.silver_write import _conform, _greatest, _open, _s
 from placsp_provider.ingest import rules, writer_txn
 from placsp_provider.ingest.batch import StagedBatch
 from placsp_provider.ingest.rules import BUSINESS_KEYS
+from placsp_provider.ingest.staging import read_staged_file, staged_files
 from placsp_provider.ingest.tables import UTC_TS, holds_dataset, staged_schema, table_schema
 from placsp_provider.lake import CHILD_TABLES, SILVER_TABLES
-from placsp_provider.lake_storage import LakePath, arrow_location, side_by_side, uri
+from placsp_provider.lake_storage import LakePath, side_by_side, uri
 
 Version = tuple[str, datetime, str, str]  # rules.WINNER_COLUMNS / CHILD_VERSION_COLUMNS
 
@@ -189,26 +190,13 @@ def _inserted(rows: int) -> dict[str, int]:
 
 def _staged_files(batch: StagedBatch, table: str) -> list[str]:
     """A table's staged files (one per page), in name order; none when no page staged a row of it."""
-    import pyarrow.fs as pafs
-
     folder = batch.staged_path(table)
-    if folder is None:
-        return []
-    filesystem, location = arrow_location(uri(folder))
-    found = filesystem.get_file_info(pafs.FileSelector(location))
-    names = [i.path for i in found if i.path.endswith(".parquet") and not i.base_name.startswith(".")]
-    return sorted(names)
+    return [] if folder is None else staged_files(uri(folder))
 
 
 def _read(batch: StagedBatch, table: str, location: str, columns: tuple[str, ...] | None = None) -> pa.Table:
     """One staged file's rows (`columns` of them), without a quarantined file's."""
-    import pyarrow.parquet as pq
-
-    filesystem, _ = arrow_location(uri(batch.folder))
-    rows = pq.read_table(
-        location, columns=list(columns) if columns else None, schema=staged_schema(table), filesystem=filesystem
-    )
-    return batch.kept(table, rows)
+    return batch.kept(table, read_staged_file(location, table, columns))
 
 
 def _read_all(batch: StagedBatch, table: str, files: list[str]) -> pa.Table:

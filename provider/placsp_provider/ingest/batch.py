@@ -22,14 +22,14 @@ from placsp_provider.ingest.tally import (
     reconciliation_rows,
 )
 from placsp_provider.lake import DEAD_LETTER_TABLE
-from placsp_provider.lake_storage import LakePath, read_parquet
+from placsp_provider.lake_storage import LakePath, uri
 
 
 @dataclass(frozen=True)
 class StagedBatch:
     lake: LakePath
     dataset: str
-    folder: LakePath  # the run's staging folder: <table>/*.parquet in `tables.staged_schema`
+    folder: LakePath  # the run's staging folder: <table>/*.parquet or *.arrow in `tables.staged_schema`
     tallies: Mapping[str, FileTally]
     plan: BatchPlan
     run_id: str
@@ -45,9 +45,11 @@ class StagedBatch:
 
     def read_staged(self, table: str) -> pa.Table:
         """A table's staged rows (`tables.staged_schema`), quarantined files included."""
-        schema = staged_schema(table)
+        from placsp_provider.ingest.staging import read_staged_file, staged_files
+
         path = self.staged_path(table)
-        return schema.empty_table() if path is None else read_parquet(path, schema)
+        parts = [] if path is None else [read_staged_file(f, table) for f in staged_files(uri(path))]
+        return pa.concat_tables(parts) if parts else staged_schema(table).empty_table()
 
     def kept(self, table: str, rows: pa.Table) -> pa.Table:
         """`rows` without those of quarantined files."""
