@@ -104,11 +104,14 @@ def tree_over_limits(data: bytes, max_nodes: int, max_namespaces: int) -> str | 
     that of its tree.
 
     No node takes fewer than 4 bytes (`<a/>`, ` a=""`), and each declaration holds `xmlns`: a
-    document of at most `4 * max_nodes` bytes with few enough `xmlns` is decided at once; any other
-    is parsed a chunk at a time, counting.
+    document of at most `4 * max_nodes` bytes with few enough `xmlns` is decided at once (without a
+    count when it is too short to hold more: a real record, ~7 KB, is), any other is parsed a chunk
+    at a time, counting.
     One that is not well-formed before a limit gives None: the parse proper reports its error.
     """
-    if len(data) <= 4 * max_nodes and data.count(b"xmlns") <= max_namespaces:
+    if len(data) <= 4 * max_nodes and (
+        len(data) < len(b"xmlns") * (max_namespaces + 1) or data.count(b"xmlns") <= max_namespaces
+    ):
         return None
     parser: Any = etree.XMLPullParser(events=("start", "pi", "start-ns"), **PARSER_OPTIONS)
     counts = [0, 0]  # nodes, namespace declarations
