@@ -315,6 +315,8 @@ class _Values:
 
     def amount(self, element: Element | None, label: str) -> tuple[Decimal | None, str | None]:
         """(amount, currency)."""
+        if element is None:  # 3 of 5 amounts an entry may hold are absent: answered before any call
+            return None, None
         amount = self._read(element, label, validation.parse_amount, validation.INVALID_AMOUNT)
         return amount, _attr(element, "currencyID")
 
