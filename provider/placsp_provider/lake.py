@@ -8,7 +8,7 @@
 <lake>/dead_letters, <lake>/reconciliation                     the other Delta tables
 <lake>/runs/<dataset>/<run id>.json, replay-<run id>.json      run summaries (Silver ingest, replay)
 <lake>/runs/_maintenance/<run id>.json                         what a table maintenance run did
-<lake>/_staging/<dataset>/<run folder>/<table>/*.parquet         rows of a running Silver ingest (temp; S3: local)
+<lake>/_staging/<dataset>/<run folder>/<table>/*.parquet|arrow   rows of a running Silver ingest (temp; S3: local)
 <lake>/completeness/<dataset>/<YYYY-MM>.json                   completeness report of a month
 <lake>/quality_results                                         Delta table of data-contract check results
 <lake>/quality_models/volume/<dataset>.json                    the stored Prophet volume model

@@ -1,6 +1,6 @@
 """Which engine ingests a batch, and the two small interfaces an engine is made of.
 
-An engine is a parser (pages in, rows staged as Parquet in the run's folder, a tally row set back)
+An engine is a parser (pages in, rows staged in the run's folder, a tally row set back)
 and a writer (the staged rows written into the Delta tables under `ingest.rules`):
 
 - `delta-rs`: this machine parses (`InProcessParser`), delta-rs writes (`delta_rs.silver_job`);

@@ -1,6 +1,7 @@
-"""Staging: one Bronze page parsed and its rows written as Parquet, per table, in the run's staging
-folder; the page's tally back. Plain Python and pyarrow, whoever runs it: a Spark task
-(`spark.routing.make_stager`) or this process (the in-process parser of `ingest.engines`).
+"""Staging: one Bronze page parsed and its rows written, per table, in the run's staging folder
+(Parquet from Spark's tasks, Arrow IPC from this machine's parser); the page's tally back. Plain
+Python and pyarrow, whoever runs it: a Spark task (`spark.routing.make_stager`) or this process (the
+in-process parser of `ingest.engines`).
 
 Each worker parses its pages itself with the plain `parse_page`, so a broken entry, or a page that
 is not well-formed as a whole, costs only itself and every failure carries lxml's exact message. A
@@ -165,8 +166,8 @@ def stage_page(
     """One page parsed; its rows written to the staging folder (one file per table, Parquet or Arrow
     IPC by `suffix`, each in place whole or not at all); returns the page's tally (TALLY). Pure Python.
 
-    A page's rows go into one Parquet row group per table: the MERGEs read every staged file, and a
-    row group per part cost them ~1 s per 10 pages (decision 0024).
+    A page's rows of a table go into one file (Parquet: one row group): the MERGEs read every staged
+    file, and a row group per part cost them ~1 s per 10 pages (decision 0024).
     """
     counts: Counter[tuple[str, str | None, str | None, str | None]] = Counter()
     batches: dict[str, list[pa.RecordBatch]] = {}
@@ -210,7 +211,8 @@ def _write_file(rows: pa.Table, location: str, filesystem: Any, arrow: bool) -> 
 
 
 def _write_staged(rows: pa.Table, final: str, dataset: Dataset, source_file: str) -> None:
-    """`rows` as the Parquet file `final`, whole or not at all (a full disk leaves no half file)."""
+    """`rows` as the staged file `final` (its suffix says the format), whole or not at all (a full disk
+    leaves no half file)."""
     folder = os.path.dirname(final)
     # Spark skips names that start with a dot: a half-written file is never read.
     tmp = f"{folder}/.{uuid.uuid4().hex}.tmp"
