@@ -832,6 +832,8 @@ def test_parts_hold_exactly_the_rows_of_the_page(bytes_per_part: int) -> None:
                 assert sum(held) >= bytes_per_part > sum(held[:-1]), name  # the part's last record reached it
                 assert not any(d["record_kind"] == "page" for d in part.dead_letters), name
         refused = any(d["error_type"] in ("dtd_refused", "not_a_feed") for d in whole.dead_letters)
+        if not refused:
+            assert next(sizes, None) is None, name  # every record the splitter found is in a part
         if bytes_per_part == 1 and not refused:
             assert len(parts) == max(1, whole.records_seen), name  # a record a part
         if bytes_per_part == 10**9:
