@@ -3,8 +3,8 @@ code a Spark task runs, on this machine's cores without a JVM (decision 0053).
 
 A batch of a few pages (a daily run) is parsed in this process: starting a worker (the forkserver's
 imports) costs more than a small page's parse. Past `POOL_MIN_MB` of pages the workers pay for
-themselves: 384 real-shaped pages parse in 20.7 s on 2 workers, 25.4 s in Spark's tasks (after its
-8 s start); one process parses ~33 MB/s, ~36 s for them.
+themselves: when 0053 measured it, 384 real-shaped pages parsed in 20.7 s on 2 workers, 25.4 s in
+Spark's tasks (after its 8 s start), ~36 s in one process (decision 0054 has since made each faster).
 
 Workers come from a forkserver, not `fork`: this process may hold threads (delta-rs's runtime,
 Airflow's task supervisor), and a forked copy of a held lock never opens.

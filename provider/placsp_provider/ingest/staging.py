@@ -129,11 +129,12 @@ def staged_file(staging: str, table: str, source_file: str, suffix: str = PARQUE
 
 def staged_files(folder: str) -> list[str]:
     """The staged files of one table's folder (a local path or s3://), in name order; a file being
-    written (a dot name) is none of them."""
+    written (a dot name) is none of them. A folder that is gone is an error, not an empty table: the
+    tallies say its rows were staged."""
     import pyarrow.fs as pafs
 
     filesystem, location = arrow_location(folder)
-    found = filesystem.get_file_info(pafs.FileSelector(location, allow_not_found=True))
+    found = filesystem.get_file_info(pafs.FileSelector(location))
     scheme = "s3://" if folder.startswith("s3://") else ""
     return sorted(
         scheme + i.path for i in found if i.path.endswith(STAGED_SUFFIXES) and not i.base_name.startswith(".")
