@@ -20,7 +20,7 @@ $(PY):
 
 $(INSTALLED): $(PY) pyproject.toml requirements/constraints.txt
 	$(PY) -m pip install --quiet --disable-pip-version-check "uv>=0.9"
-	$(UV) pip install --python $(PY) --quiet -c requirements/constraints.txt -e ".[dev,all]"
+	$(UV) pip install --python $(PY) --quiet --compile-bytecode -c requirements/constraints.txt -e ".[dev,all]"
 	rm -f $(VENV)/.installed-*
 	touch $@
 

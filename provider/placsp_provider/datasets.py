@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from datetime import date
+from functools import cached_property
 
 from placsp_provider.errors import ConfigError
 
@@ -37,7 +38,7 @@ class Dataset:
     def head_file(self) -> str:
         return f"{self.file_base}.atom"
 
-    @property
+    @cached_property  # read for every entry of a page: compiled once (a frozen dataclass allows it)
     def entry_id_pattern(self) -> re.Pattern[str]:
         # Both hosts appear in ids; the numeric tail is the stable folder key.
         return re.compile(r"^https?://(?:[\w.-]+)/sindicacion/" + re.escape(self.entry_id_path) + r"/(\d+)$")

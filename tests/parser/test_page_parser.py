@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from lxml import etree
 
+from placsp_provider import settings
 from placsp_provider.datasets import Dataset, get_dataset
 from placsp_provider.dead_letters.record_bytes import parse_dead_letter
 from placsp_provider.feed.prolog import to_utf8
@@ -838,6 +839,74 @@ def test_parts_hold_exactly_the_rows_of_the_page(bytes_per_part: int) -> None:
             assert len(parts) == max(1, whole.records_seen), name  # a record a part
         if bytes_per_part == 10**9:
             assert len(parts) == 1, name
+
+
+def _pages_records_share_a_document_in() -> list[tuple[str, bytes]]:
+    """Pages whose records are parsed as one document (`page_parser._parse_together`), and pages where
+    that document would not give each record what its own gives."""
+    entries = ENTRIES[:6]
+    with_id = [_replace_once(e, b"<entry>", b'<entry xml:id="same">') for e in entries[:2]]
+    return [
+        ("real", _small_page()),
+        (
+            "a comment and a PI last",
+            _small_page([entries[0].replace(b"</entry>", b"<!-- c --><?pi x?></entry>"), *entries[1:4]]),
+        ),
+        ("an xml:id in two records", _small_page([*with_id, *entries[2:4]])),
+        (
+            "records in no namespace",
+            b"".join(b"<entry><id>" + ID_1044.encode() + b"%d</id></entry>" % i for i in range(3)),
+        ),
+        (
+            "a record start in a comment",
+            _small_page([_replace_once(entries[0], b"<title>", b"<!-- <entry> --><title>")]),
+        ),
+        *((f"broken{i}", data) for i, data in enumerate(_broken_pages())),
+    ]
+
+
+@pytest.mark.parametrize(("name", "data"), _pages_records_share_a_document_in())
+def test_records_parsed_together_get_the_verdicts_they_get_alone(
+    name: str, data: bytes, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Records are parsed ~32 to a document (a fifth cheaper); each must get exactly what its own
+    # document gives: the same rows and dead letters, in order.
+    together: list[bool] = []
+    parse_together = page_parser._parse_together
+
+    def spy(contexts: list, parser: etree.XMLParser) -> list | None:
+        elements = parse_together(contexts, parser)
+        together.append(elements is not None)
+        return elements
+
+    monkeypatch.setattr(page_parser, "_parse_together", spy)
+    joint = parse_page(data, dataset=AGREGADAS, source_file="p.atom")
+    monkeypatch.setattr(page_parser, "_TOGETHER_BYTES", 1)  # every record alone
+    alone = parse_page(data, dataset=AGREGADAS, source_file="p.atom")
+    assert joint == alone
+    assert_conserved(joint, data)
+    shared = {"real": True, "a comment and a PI last": True, "an xml:id in two records": False}
+    if name in shared:
+        assert together and together[0] is shared[name], together  # the page's records went as one document or not
+    if name == "an xml:id in two records":
+        assert len(joint.entries) == 4  # alone, each record is valid: an id is unique within its own document
+    if name == "records in no namespace":
+        assert together == [False]
+        assert [d["error_type"] for d in joint.dead_letters] == [page_parser.UNEXPECTED_ELEMENT] * 3
+
+
+def test_records_over_the_node_limit_together_are_each_judged_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The joint document's limits bound each record's; when the document is over them, each record is
+    # judged alone: the one over the limit is refused, the others are parsed.
+    limit = 5_000  # real entries hold a few hundred nodes
+    big = _replace_once(ENTRIES[3], b"</entry>", b"<x/>" * limit + b"</entry>")
+    data = _small_page([*ENTRIES[:3], big], tombstones=[])
+    monkeypatch.setattr(settings, "MAX_NODES_PER_RECORD", limit)
+    result = _parse(data)
+    assert len(result.entries) == 3
+    assert [d["error_type"] for d in result.dead_letters] == [page_parser.TREE_TOO_LARGE]
+    monkeypatch.setattr(page_parser, "_TOGETHER_BYTES", 1)  # every record alone
+    assert parse_page(data, dataset=AGREGADAS, source_file="page.atom") == result
 
 
 def test_the_version_rules_in_python_and_in_sql_agree() -> None:

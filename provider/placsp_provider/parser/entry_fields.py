@@ -91,11 +91,13 @@ _CAMEL_BOUNDARY = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 #   FIRST   the first child of that tag; its own paths are walked into the same dict;
 #   GROUP   the first child of that tag, walked into a dict of its own;
 #   EACH    every child of that tag, in a list;
-#   GROUPS  every child of that tag, each walked into a dict of its own, in a list.
+#   GROUPS  every child of that tag, each walked into a dict of its own, in a list;
+#   TEXT    the stripped text of the first child of that tag, None when blank (what `_text` reads):
+#           read as the walk passes, the field costs no second lookup (most fields are texts).
 # A later child of a FIRST/GROUP tag is skipped whole: the first occurrence wins, and nothing is read
 # from inside a later one. A group keeps its own element under the key "" (for its attributes).
 
-FIRST, GROUP, EACH, GROUPS = range(4)
+FIRST, GROUP, EACH, GROUPS, TEXT = range(5)
 Step = tuple[str, int, Any]  # (slot, how, the Paths inside or None)
 Paths = dict[Any, Step]  # Clark tag -> step
 Found = dict[str, Any]
@@ -110,7 +112,11 @@ def _walk(element: Element, paths: Paths, found: Found) -> None:
         if step is None:
             continue
         slot, how, inner = step
-        if how == FIRST:
+        if how == TEXT:
+            if slot not in found:
+                text = child.text
+                found[slot] = None if text is None else text.strip() or None
+        elif how == FIRST:
             if slot not in found:
                 found[slot] = child
                 if inner is not None:
@@ -147,6 +153,10 @@ def _first(tag: str, inner: Paths | None = None, *, slot: str | None = None) -> 
     return tag, (slot or tag.rsplit("}", 1)[-1], FIRST, inner)
 
 
+def _text_of(tag: str, *, slot: str | None = None) -> tuple[str, Step]:
+    return tag, (slot or tag.rsplit("}", 1)[-1], TEXT, None)
+
+
 def _each(tag: str) -> tuple[str, Step]:
     return tag, (tag.rsplit("}", 1)[-1], EACH, None)
 
@@ -159,40 +169,40 @@ def _groups(tag: str, inner: Paths, *, slot: str) -> tuple[str, Step]:
     return tag, (slot, GROUPS, inner)
 
 
-_NAME = _paths(_first(CBC["Name"]))
+_NAME = _paths(_text_of(CBC["Name"]))
 _ADDRESS = _paths(
-    _first(CBC["CityName"]),
-    _first(CBC["PostalZone"]),
-    _first(CAC["AddressLine"], _paths(_first(CBC["Line"]))),
-    _first(CAC["Country"], _paths(_first(CBC["IdentificationCode"]))),
+    _text_of(CBC["CityName"]),
+    _text_of(CBC["PostalZone"]),
+    _first(CAC["AddressLine"], _paths(_text_of(CBC["Line"]))),
+    _first(CAC["Country"], _paths(_text_of(CBC["IdentificationCode"]))),
 )
 # A contracting party (cac:Party) or a winner (cac:WinningParty): the same UBL party.
 _PARTY = _paths(
     _groups(CAC["PartyIdentification"], _paths(_first(CBC["ID"])), slot="identifications"),
     _first(CAC["PartyName"], _NAME),
-    _first(CBC["WebsiteURI"]),
+    _text_of(CBC["WebsiteURI"]),
     _group(CAC["PostalAddress"], _ADDRESS),
     # PLACSP writes a winner's place under PhysicalLocation/Address; UBL also allows PostalAddress.
     _first(CAC["PhysicalLocation"], _paths(_group(CAC["Address"], _ADDRESS))),
     _first(
         CAC["Contact"],
-        _paths(_first(CBC["Name"], slot="ContactName"), _first(CBC["Telephone"]), _first(CBC["ElectronicMail"])),
+        _paths(_text_of(CBC["Name"], slot="ContactName"), _text_of(CBC["Telephone"]), _text_of(CBC["ElectronicMail"])),
     ),
 )
 _PARENT = _paths(_first(CAC["PartyName"], _NAME))
 _PARENT.update([_group(CAC_EXT["ParentLocatedParty"], _PARENT)])  # a chain, nearest first
 _LOCATED_PARTY = _paths(
-    _first(CBC["ContractingPartyTypeCode"]),
+    _text_of(CBC["ContractingPartyTypeCode"]),
     _each(CBC["ActivityCode"]),
-    _first(CBC["BuyerProfileURIID"]),
+    _text_of(CBC["BuyerProfileURIID"]),
     _group(CAC["Party"], _PARTY),
     _group(CAC_EXT["ParentLocatedParty"], _PARENT),
 )
 # The entry's procurement project and each lot's.
 _PROJECT = _paths(
-    _first(CBC["Name"]),
-    _first(CBC["TypeCode"]),
-    _first(CBC["SubTypeCode"]),
+    _text_of(CBC["Name"]),
+    _text_of(CBC["TypeCode"]),
+    _text_of(CBC["SubTypeCode"]),
     _group(
         CAC["BudgetAmount"],
         _paths(
@@ -204,41 +214,44 @@ _PROJECT = _paths(
     ),
     _groups(
         CAC["RealizedLocation"],
-        _paths(_first(CBC["CountrySubentity"]), _each(CBC["CountrySubentityCode"])),
+        _paths(_text_of(CBC["CountrySubentity"]), _each(CBC["CountrySubentityCode"])),
         slot="locations",
     ),
     _group(
-        CAC["PlannedPeriod"], _paths(_first(CBC["DurationMeasure"]), _first(CBC["StartDate"]), _first(CBC["EndDate"]))
+        CAC["PlannedPeriod"],
+        _paths(_first(CBC["DurationMeasure"]), _text_of(CBC["StartDate"]), _text_of(CBC["EndDate"])),
     ),
 )
 _PROCESS = _paths(
-    _first(CBC["ProcedureCode"]),
-    _first(CBC["UrgencyCode"]),
-    _first(CBC["ContractingSystemCode"]),
-    _first(CBC["SubmissionMethodCode"]),
+    _text_of(CBC["ProcedureCode"]),
+    _text_of(CBC["UrgencyCode"]),
+    _text_of(CBC["ContractingSystemCode"]),
+    _text_of(CBC["SubmissionMethodCode"]),
     _group(
-        CAC["TenderSubmissionDeadlinePeriod"], _paths(_first(CBC["EndDate"]), _first(CBC["EndTime"])), slot="deadline"
+        CAC["TenderSubmissionDeadlinePeriod"],
+        _paths(_text_of(CBC["EndDate"]), _text_of(CBC["EndTime"])),
+        slot="deadline",
     ),
 )
 _NOTICE = _paths(
-    _first(CBC_EXT["NoticeTypeCode"]),
+    _text_of(CBC_EXT["NoticeTypeCode"]),
     _groups(
         CAC_EXT["AdditionalPublicationStatus"],
         _paths(
-            _first(CBC_EXT["PublicationMediaName"]),
+            _text_of(CBC_EXT["PublicationMediaName"]),
             _groups(
-                CAC_EXT["AdditionalPublicationDocumentReference"], _paths(_first(CBC["IssueDate"])), slot="references"
+                CAC_EXT["AdditionalPublicationDocumentReference"], _paths(_text_of(CBC["IssueDate"])), slot="references"
             ),
         ),
         slot="statuses",
     ),
 )
-_LOT = _paths(_first(CBC["ID"]), _group(CAC["ProcurementProject"], _PROJECT))
+_LOT = _paths(_text_of(CBC["ID"]), _group(CAC["ProcurementProject"], _PROJECT))
 _RESULT = _paths(
-    _first(CBC["ResultCode"]),
-    _first(CBC["Description"]),
-    _first(CBC["AwardDate"]),
-    _first(CBC["StartDate"]),
+    _text_of(CBC["ResultCode"]),
+    _text_of(CBC["Description"]),
+    _text_of(CBC["AwardDate"]),
+    _text_of(CBC["StartDate"]),
     _first(CBC["ReceivedTenderQuantity"]),
     _first(CBC["SMEsReceivedTenderQuantity"]),
     _first(CBC["LowerTenderAmount"]),
@@ -247,19 +260,19 @@ _RESULT = _paths(
     _first(
         CAC["AwardedTenderedProject"],
         _paths(
-            _first(CBC["ProcurementProjectLotID"]),
+            _text_of(CBC["ProcurementProjectLotID"]),
             _first(
                 CAC["LegalMonetaryTotal"],
                 _paths(_first(CBC["TaxExclusiveAmount"], slot="AwardedTaxExclusive"), _first(CBC["PayableAmount"])),
             ),
         ),
     ),
-    _group(CAC["Contract"], _paths(_first(CBC["ID"]), _first(CBC["IssueDate"]))),
+    _group(CAC["Contract"], _paths(_text_of(CBC["ID"]), _text_of(CBC["IssueDate"]))),
     _groups(CAC["WinningParty"], _PARTY, slot="winners"),
 )
 _FOLDER = _paths(
-    _first(CBC["ContractFolderID"]),
-    _first(CBC_EXT["ContractFolderStatusCode"]),
+    _text_of(CBC["ContractFolderID"]),
+    _text_of(CBC_EXT["ContractFolderStatusCode"]),
     _each(CBC["UUID"]),
     _group(CAC_EXT["LocatedContractingParty"], _LOCATED_PARTY),
     _group(CAC["ProcurementProject"], _PROJECT),
@@ -270,7 +283,8 @@ _FOLDER = _paths(
     _groups(CAC["TenderResult"], _RESULT, slot="results"),
 )
 _ENTRY = _paths(
-    *(_first(A[name]) for name in ("id", "updated", "title", "summary", "link")),
+    *(_text_of(A[name]) for name in ("id", "updated", "title", "summary")),
+    _first(A["link"]),
     _group(CAC_EXT["ContractFolderStatus"], _FOLDER),
 )
 _NOTHING: Found = {}
@@ -278,9 +292,10 @@ _NOTHING: Found = {}
 
 def _text(element: Element | None) -> str | None:
     """Stripped text, None when the element is absent or blank."""
-    if element is None or element.text is None:
+    if element is None:
         return None
-    return element.text.strip() or None
+    text = element.text
+    return None if text is None else text.strip() or None
 
 
 def _texts(elements: list[Element] | None) -> list[str]:
@@ -345,9 +360,9 @@ def extract_entry(entry: Element, *, dataset: Dataset, source_file: str, problem
     """All rows of one `<entry>`. Problems go to `problems`; the rows are only valid when it is empty."""
     values = _Values(problems)
     found = _read_group(entry, _ENTRY)
-    entry_id = _text(found.get("id"))
+    entry_id = found.get("id")
     folder_number = validation.check_entry_id(entry_id, dataset, problems)
-    updated = validation.check_timestamp(_text(found.get("updated")), problems, what="updated")
+    updated = validation.check_timestamp(found.get("updated"), problems, what="updated")
     common: Row = {"dataset": dataset.key, "entry_id": entry_id, "entry_updated": updated, "_source_file": source_file}
     folder: Found = found.get("ContractFolderStatus", _NOTHING)
     tender_results: list[Found] = folder.get("results", [])
@@ -356,11 +371,11 @@ def extract_entry(entry: Element, *, dataset: Dataset, source_file: str, problem
         **common,
         "updated": updated,
         "folder_number": folder_number,
-        "title": _text(found.get("title")),
-        "summary": _text(found.get("summary")),
+        "title": found.get("title"),
+        "summary": found.get("summary"),
         "link": _attr(found.get("link"), "href"),
-        "contract_folder_id": _text(folder.get("ContractFolderID")),
-        "status_code": _text(folder.get("ContractFolderStatusCode")),
+        "contract_folder_id": folder.get("ContractFolderID"),
+        "status_code": folder.get("ContractFolderStatusCode"),
         "ted_uuid": _ted_uuid(folder.get("UUID")),
         **_contracting_party(folder.get("LocatedContractingParty", _NOTHING)),
         **_project(folder.get("ProcurementProject", _NOTHING), values),
@@ -401,22 +416,22 @@ def _contracting_party(located: Found) -> Row:
     identifiers = _identifiers(party)
     address: Found = party.get("PostalAddress", _NOTHING)
     return {
-        "party_name": _text(party.get("Name")),
+        "party_name": party.get("Name"),
         "party_dir3": _scheme(identifiers, "DIR3"),
         "party_nif": _scheme(identifiers, "NIF"),
         "party_id_plataforma": _scheme(identifiers, "ID_PLATAFORMA"),
         "party_identifiers": identifiers,
-        "party_type_code": _text(located.get("ContractingPartyTypeCode")),
+        "party_type_code": located.get("ContractingPartyTypeCode"),
         "party_activity_codes": _texts(located.get("ActivityCode")),
-        "buyer_profile_uri": _text(located.get("BuyerProfileURIID")),
-        "party_website_uri": _text(party.get("WebsiteURI")),
-        "party_city": _text(address.get("CityName")),
-        "party_postal_zone": _text(address.get("PostalZone")),
-        "party_address_line": _text(address.get("Line")),
-        "party_country_code": _text(address.get("IdentificationCode")),
-        "contact_name": _text(party.get("ContactName")),
-        "contact_email": _text(party.get("ElectronicMail")),
-        "contact_telephone": _text(party.get("Telephone")),
+        "buyer_profile_uri": located.get("BuyerProfileURIID"),
+        "party_website_uri": party.get("WebsiteURI"),
+        "party_city": address.get("CityName"),
+        "party_postal_zone": address.get("PostalZone"),
+        "party_address_line": address.get("Line"),
+        "party_country_code": address.get("IdentificationCode"),
+        "contact_name": party.get("ContactName"),
+        "contact_email": party.get("ElectronicMail"),
+        "contact_telephone": party.get("Telephone"),
         "parent_party_names": _parent_names(located),
     }
 
@@ -426,7 +441,7 @@ def _parent_names(located: Found) -> list[str]:
     names = []
     parent = located.get("ParentLocatedParty")
     while parent is not None:
-        name = _text(parent.get("Name"))
+        name = parent.get("Name")
         if name is not None:
             names.append(name)
         parent = parent.get("ParentLocatedParty")
@@ -463,28 +478,28 @@ def _project(project: Found, values: _Values) -> Row:
     duration = period.get("DurationMeasure")
     locations = project.get("locations")
     return {
-        "project_name": _text(project.get("Name")),
-        "project_type_code": _text(project.get("TypeCode")),
-        "project_subtype_code": _text(project.get("SubTypeCode")),
+        "project_name": project.get("Name"),
+        "project_type_code": project.get("TypeCode"),
+        "project_subtype_code": project.get("SubTypeCode"),
         **_budget(project, values, "", "budget_currency"),
         **_codes(project),
-        "location_name": _text(locations[0].get("CountrySubentity")) if locations else None,
+        "location_name": locations[0].get("CountrySubentity") if locations else None,
         "planned_duration": _text(duration),
         "planned_duration_unit": _attr(duration, "unitCode"),
-        "planned_start_date": _text(period.get("StartDate")),
-        "planned_end_date": _text(period.get("EndDate")),
+        "planned_start_date": period.get("StartDate"),
+        "planned_end_date": period.get("EndDate"),
     }
 
 
 def _process(folder: Found) -> Row:
     deadline: Found = folder.get("deadline", _NOTHING)
     return {
-        "procedure_code": _text(folder.get("ProcedureCode")),
-        "urgency_code": _text(folder.get("UrgencyCode")),
-        "contracting_system_code": _text(folder.get("ContractingSystemCode")),
-        "submission_method_code": _text(folder.get("SubmissionMethodCode")),
-        "submission_deadline_date": _text(deadline.get("EndDate")),
-        "submission_deadline_time": _text(deadline.get("EndTime")),
+        "procedure_code": folder.get("ProcedureCode"),
+        "urgency_code": folder.get("UrgencyCode"),
+        "contracting_system_code": folder.get("ContractingSystemCode"),
+        "submission_method_code": folder.get("SubmissionMethodCode"),
+        "submission_deadline_date": deadline.get("EndDate"),
+        "submission_deadline_time": deadline.get("EndTime"),
     }
 
 
@@ -501,15 +516,15 @@ def _notices(notices: list[Found] | None) -> list[Row]:
     """
     items = []
     for notice in notices or ():
-        notice_type = _text(notice.get("NoticeTypeCode"))
+        notice_type = notice.get("NoticeTypeCode")
         for status in _or_none(notice.get("statuses")):
-            media = _text(status.get("PublicationMediaName"))
+            media = status.get("PublicationMediaName")
             for reference in _or_none(status.get("references")):
                 items.append(
                     {
                         "notice_type_code": notice_type,
                         "publication_media": media,
-                        "issue_date": _text(reference.get("IssueDate")),
+                        "issue_date": reference.get("IssueDate"),
                     }
                 )
     return items
@@ -522,11 +537,11 @@ def _notices(notices: list[Found] | None) -> list[Row]:
 def _lot(lot: Found, position: int, values: _Values) -> Row:
     project: Found = lot.get("ProcurementProject", _NOTHING)
     return {
-        "lot_id": _text(lot.get("ID")),
+        "lot_id": lot.get("ID"),
         "lot_position": position,
-        "name": _text(project.get("Name")),
-        "type_code": _text(project.get("TypeCode")),
-        "subtype_code": _text(project.get("SubTypeCode")),
+        "name": project.get("Name"),
+        "type_code": project.get("TypeCode"),
+        "subtype_code": project.get("SubTypeCode"),
         **_budget(project, values, f"lots[{position}].", "currency"),
         **_codes(project),
     }
@@ -555,11 +570,11 @@ def _result_rows(result: Found, position: int, values: _Values) -> list[Row]:
     contract: Found = result.get("Contract", _NOTHING)
     shared: Row = {
         "result_position": position,
-        "lot_id": _text(result.get("ProcurementProjectLotID")),
-        "result_code": _text(result.get("ResultCode")),
-        "description": _text(result.get("Description")),
-        "award_date": _text(result.get("AwardDate")),
-        "start_date": _text(result.get("StartDate")),
+        "lot_id": result.get("ProcurementProjectLotID"),
+        "result_code": result.get("ResultCode"),
+        "description": result.get("Description"),
+        "award_date": result.get("AwardDate"),
+        "start_date": result.get("StartDate"),
         "received_tender_quantity": values.integer(
             result.get("ReceivedTenderQuantity"), label + "received_tender_quantity"
         ),
@@ -570,8 +585,8 @@ def _result_rows(result: Found, position: int, values: _Values) -> list[Row]:
         "higher_tender_amount": higher,
         "tender_amount_currency": cur3 or cur4,
         "sme_awarded": values.boolean(result.get("SMEAwardedIndicator"), label + "sme_awarded"),
-        "contract_id": _text(contract.get("ID")),
-        "contract_issue_date": _text(contract.get("IssueDate")),
+        "contract_id": contract.get("ID"),
+        "contract_issue_date": contract.get("IssueDate"),
         "awarded_tax_exclusive_amount": tax_exclusive,
         "awarded_payable_amount": payable,
         "awarded_currency": cur1 or cur2,
@@ -589,13 +604,13 @@ def _winner(winner: Found) -> Row:
     if address is None:
         address = winner.get("PostalAddress", _NOTHING)
     return {
-        "winner_name": _text(winner.get("Name")),
+        "winner_name": winner.get("Name"),
         "winner_id": identifiers[0]["id"] if identifiers else None,
         "winner_id_scheme": identifiers[0]["scheme_name"] if identifiers else None,
         "winner_identifiers": identifiers,
-        "winner_city": _text(address.get("CityName")),
-        "winner_postal_zone": _text(address.get("PostalZone")),
-        "winner_country_code": _text(address.get("IdentificationCode")),
+        "winner_city": address.get("CityName"),
+        "winner_postal_zone": address.get("PostalZone"),
+        "winner_country_code": address.get("IdentificationCode"),
     }
 
 

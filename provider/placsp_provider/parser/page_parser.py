@@ -77,6 +77,9 @@ _ENCODING_CODES = frozenset(
 )
 _PAGE_EXCERPT_BYTES = 4096
 _EXPECTED_TAG = {ENTRY: ENTRY_TAG, TOMBSTONE: DELETED_ENTRY_TAG}
+# Records parsed as one document (`_parse_together`), as many as fit in this many bytes (~32 real-shaped
+# records, 4 heavy ones; fewer or more parsed slower).
+_TOGETHER_BYTES = 200_000
 _ATOM_ID = f"{{{ATOM_NS}}}id"
 
 
@@ -98,7 +101,7 @@ class PageParseResult:
         return self.entries_seen + self.tombstones_seen
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)  # one per record: not frozen, whose checked sets cost ~1 ms a real-shaped page
 class _RecordContext:
     """Everything a record's dead letter needs to say where it came from and how to re-parse it."""
 
@@ -153,25 +156,36 @@ def parse_page_in_parts(
     parser = _record_parser()  # one per page: lxml parsers are reusable but not shareable across threads
     last = len(layout.records) - 1
     part_bytes = 0
+    together: list[_RecordContext] = []  # records parsed as one document (`_parse_records`)
+    together_bytes = 0
     for index, span in enumerate(layout.records):
         if bytes_per_part and part_bytes >= bytes_per_part:
+            _parse_records(together, parser, out)
+            together, together_bytes = [], 0
             yield out
             out = PageParseResult(layout.entries_seen, layout.tombstones_seen)
             part_bytes = 0
-        part_bytes += span.end - span.start
-        context = _RecordContext(
-            dataset=dataset,
-            source_file=source_file,
-            kind=span.kind,
-            raw=data[span.start : span.end],
-            offset=span.start,
-            namespace_context=layout.namespace_context,
-            xml_declaration=layout.xml_declaration,
-            page=data,
-            closed=span.closed,
-            truncated=_is_truncated(span, index == last, layout),
+        size = span.end - span.start
+        part_bytes += size
+        if together and together_bytes + size > _TOGETHER_BYTES:  # a record over the bound goes alone
+            _parse_records(together, parser, out)
+            together, together_bytes = [], 0
+        together.append(
+            _RecordContext(
+                dataset=dataset,
+                source_file=source_file,
+                kind=span.kind,
+                raw=data[span.start : span.end],
+                offset=span.start,
+                namespace_context=layout.namespace_context,
+                xml_declaration=layout.xml_declaration,
+                page=data,
+                closed=span.closed,
+                truncated=_is_truncated(span, index == last, layout),
+            )
         )
-        _parse_one(context, parser, out)
+        together_bytes += size
+    _parse_records(together, parser, out)
     if _page_lost_its_end(layout):
         reason = (
             "the page does not end with </feed> although its last record is complete: it was cut "
@@ -239,6 +253,52 @@ def _record_parser() -> etree.XMLParser:
     return make_parser(remove_blank_text=True)
 
 
+def _parse_records(contexts: list[_RecordContext], parser: etree.XMLParser, out: PageParseResult) -> None:
+    """Each record parsed, validated and routed, in order: parsed as one document when they all parse
+    that way, each in a document of its own otherwise."""
+    elements = _parse_together(contexts, parser) if len(contexts) > 1 else None
+    if elements is None:
+        for context in contexts:
+            _parse_one(context, parser, out)
+        return
+    for context, element in zip(contexts, elements, strict=True):
+        _extract(context, element, out)
+
+
+def _parse_together(contexts: list[_RecordContext], parser: etree.XMLParser) -> list[etree._Element] | None:
+    """The records' elements, from ONE document that wraps them all, or None when that document does
+    not give each record exactly what its own document would (`_parse_one` then decides, one by one).
+
+    One document of ~32 real-shaped records costs a fifth less to parse than 32 documents (12.5
+    against 15.9 ms a page's records). It gives the same elements: the splitter found every start tag
+    of a record element that this document could hold at its top level (same bytes, same namespace
+    declarations), so when its top level holds exactly one element per record, each of the expected
+    tag, in order, each one starts where its record starts and ends before the next one starts, at the
+    first end tag the splitter found: each record's bytes are that element, as in its own document.
+    Any other document (a syntax error anywhere, an `xml:id` twice, a record unclosed or in another
+    namespace, the limits exceeded) is set aside.
+    """
+    if not all(context.closed for context in contexts):
+        return None
+    first = contexts[0]
+    document, _ = page_split.wrap_record(
+        b"".join(context.raw for context in contexts), first.namespace_context, first.xml_declaration
+    )
+    # Within the limits, so is each record: its nodes, declarations and runs of `=` are the document's.
+    if page_split.tree_too_large(document) is not None:
+        return None
+    try:
+        wrapper = etree.fromstring(document, parser=parser)
+    except etree.XMLSyntaxError:
+        return None
+    elements = [child for child in wrapper if isinstance(child.tag, str)]
+    if len(elements) != len(contexts):
+        return None
+    if any(element.tag != _EXPECTED_TAG[context.kind] for element, context in zip(elements, contexts, strict=True)):
+        return None
+    return elements
+
+
 def _parse_one(context: _RecordContext, parser: etree.XMLParser, out: PageParseResult) -> None:
     wrapped, head_length = page_split.wrap_record(context.raw, context.namespace_context, context.xml_declaration)
     too_large = page_split.tree_too_large(wrapped)
@@ -254,8 +314,12 @@ def _parse_one(context: _RecordContext, parser: etree.XMLParser, out: PageParseR
         out.dead_letters.append(_syntax_dead_letter(context, err, head_length))
         return
     element = _single_record_element(context, wrapper, out)
-    if element is None:
-        return
+    if element is not None:
+        _extract(context, element, out)
+
+
+def _extract(context: _RecordContext, element: etree._Element, out: PageParseResult) -> None:
+    """The rows of a record that parsed, or its dead letter (stage validation)."""
     problems = Problems()
     if has_replacement_characters(context.raw):
         problems.add(ENCODING_ERROR, describe_replacement_characters(element))

@@ -222,6 +222,9 @@ BUSINESS_KEYS: dict[str, tuple[str, ...]] = {
 }
 
 
+_ROW_TYPES = {table: pa.struct(list(schema)) for table, schema in SCHEMAS.items()}
+
+
 def record_batch(table: str, rows: list[dict[str, Any]]) -> pa.RecordBatch:
     """Rows of one table as an Arrow batch with its explicit schema (what mapInArrow yields).
 
@@ -229,7 +232,9 @@ def record_batch(table: str, rows: list[dict[str, Any]]) -> pa.RecordBatch:
     in a required column is a bug upstream and must not reach a Delta table silently.
     """
     schema = SCHEMAS[table]
-    batch = pa.RecordBatch.from_pylist(rows, schema=schema)
+    # Converted as one struct array: Arrow looks the keys up in C, where `from_pylist` builds a Python
+    # list per column first (entries: 5.1 -> 4.0 ms a real-shaped page).
+    batch = pa.RecordBatch.from_struct_array(pa.array(rows, type=_ROW_TYPES[table]))
     for index, column in enumerate(schema):
         if not column.nullable and batch.column(index).null_count:
             raise ValueError(
