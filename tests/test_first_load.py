@@ -197,6 +197,70 @@ def test_a_page_gone_when_its_worker_reads_it_is_a_clear_error_naming_it(
     assert "No such file" in str(raised.value) and "removed after landing" in str(raised.value)
 
 
+def _children(pid: int) -> list[int]:
+    """The live children of `pid`, from /proc."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1]) == pid:
+                    found.append(int(entry.name))
+            except OSError:
+                continue
+    return found
+
+
+def test_a_worker_killed_from_outside_is_a_clear_error_naming_its_pages(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A worker killed mid-page (the out-of-memory killer) leaves the pool broken, with no answer: the
+    error names the pages that were being parsed, says why, and that nothing was written."""
+    import os
+    import signal
+    import threading
+    import time
+    from multiprocessing import forkserver
+
+    from placsp_provider.errors import BronzePageError
+    from placsp_provider.ingest import local_parse
+    from placsp_provider.ingest.request import manifest_pages
+
+    pages = {"a.atom": page([(101, day(5))]), "b.atom": page([(102, day(5))])}
+    land(tmp_path, DATASET, pages, "2022-01-05")
+    landed = list(manifest_pages(IngestRequest(get_dataset(DATASET), tmp_path, "r1")).values())
+    for landed_page in landed:  # each worker blocks reading its page until it is killed
+        (tmp_path / landed_page.file).unlink()
+        os.mkfifo(tmp_path / landed_page.file)
+    monkeypatch.setattr(local_parse, "POOL_MIN_MB", 0.0)
+    monkeypatch.setenv(local_parse.WORKERS_ENV, "2")
+    raised: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            local_parse.stage_pages_here(get_dataset(DATASET), tmp_path, landed, tmp_path / "staging")
+        except BaseException as err:  # handed to the test's thread
+            raised.append(err)
+
+    parsing = threading.Thread(target=run)
+    parsing.start()
+    workers: list[int] = []
+    deadline = time.monotonic() + 60
+    while len(workers) < 2 and time.monotonic() < deadline:  # the pool's workers: the forkserver's children
+        time.sleep(0.1)
+        server = getattr(forkserver._forkserver, "_forkserver_pid", None)
+        workers = _children(server) if server else []
+    assert len(workers) == 2, workers
+    for worker in workers:  # both blocked on their pages; the first kill breaks the pool
+        os.kill(worker, signal.SIGKILL)
+    parsing.join(60)
+    assert not parsing.is_alive()
+    (err,) = raised
+    assert isinstance(err, BronzePageError), repr(err)
+    files = sorted(p.file for p in landed)
+    assert str(err).startswith(f"dataset {DATASET}: {files[0]}: stage parse: a parse worker process ended abruptly")
+    assert f"or one of {files[1]}" in str(err) and "Nothing of this run was written" in str(err)
+
+
 def test_the_parse_workers_of_a_batch(monkeypatch: pytest.MonkeyPatch) -> None:
     import multiprocessing
 

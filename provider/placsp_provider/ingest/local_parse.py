@@ -18,11 +18,12 @@ import multiprocessing
 import os
 from collections.abc import Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
 from placsp_provider.bronze.manifest import LandedPage
 from placsp_provider.datasets import Dataset, get_dataset
-from placsp_provider.errors import ConfigError
+from placsp_provider.errors import BronzePageError, ConfigError
 from placsp_provider.lake_storage import LakePath, is_local
 
 log = logging.getLogger(__name__)
@@ -102,12 +103,28 @@ def stage_pages_here(
             finished, _ = wait(running, return_when=FIRST_COMPLETED)
             for future in finished:
                 index = running.pop(future)
-                tallies[index] = future.result()  # a worker's error is raised here
+                try:
+                    tallies[index] = future.result()  # a worker's error is raised here
+                except BrokenProcessPool as err:
+                    in_flight = [pages[i].file for i in sorted({index, *running.values()})]
+                    raise _worker_died(dataset, in_flight) from err
                 number += 1
                 progress(number, pages[index])
     finally:
         pool.shutdown(cancel_futures=True)  # after an error, the pages not started are not parsed
     return _in_order(tallies)
+
+
+def _worker_died(dataset: Dataset, files: list[str]) -> BronzePageError:
+    """A worker that ended without an answer (killed: the pool only knows it is gone), named by the
+    pages that were being parsed, one of which was its."""
+    others = f" or one of {', '.join(files[1:])}" if len(files) > 1 else ""
+    reason = (
+        f"a parse worker process ended abruptly while parsing this page{others}: it was killed from "
+        "outside, most often by the out-of-memory killer (the system log says). Nothing of this run was "
+        f"written to Silver; run the ingest again, with fewer workers (${WORKERS_ENV}) if memory is short"
+    )
+    return BronzePageError(dataset.key, files[0], reason, stage="parse")
 
 
 def _in_order(tallies: Mapping[int, list[dict[str, Any]]]) -> list[Mapping[str, Any]]:
