@@ -189,6 +189,21 @@ def wait_for_quiet(max_wait: float, threshold: float = 0.3, window: float = 3.0)
             return time.monotonic() - started, busy
 
 
+def reap_forkserver() -> None:
+    """Stop and reap this process's multiprocessing forkserver, if it started one (the ingest's parse
+    workers come from it). The forkserver reaps its workers, so once it is reaped here their CPU reaches
+    this process's parent through `RUSAGE_CHILDREN` (`run_child`'s child CPU); left to exit with this
+    process, it is reparented and that CPU is lost, and the sampled tree misses what short-lived
+    workers spent after its last sample: `run_child` counted it as other processes' load and ran
+    the child again. Uses the forkserver's private `_stop` (Python 3.11), when it has one."""
+    from multiprocessing import forkserver
+
+    server = forkserver._forkserver  # type: ignore[attr-defined]
+    stop = getattr(server, "_stop", None)
+    if stop is not None and getattr(server, "_forkserver_pid", None) is not None:
+        stop()
+
+
 def run_child(module: str, payload: dict[str, Any], timeout: float = 1200, measure: bool = False) -> dict[str, Any]:
     """Run `python -m module --child <payload.json>` in a fresh interpreter; return its JSON answer. With
     `measure`, also its whole process tree (sampled from /proc every 0.5 s) and how much CPU the rest of

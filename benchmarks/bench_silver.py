@@ -70,6 +70,7 @@ from benchmarks._common import (
     measure_tree,
     peak_mb,
     peak_rss_mb,
+    reap_forkserver,
     run_child,
     wait_for_quiet,
 )
@@ -766,6 +767,7 @@ def _child_fresh_ingest(p: dict[str, Any]) -> dict[str, Any]:
     summary = ingest(request, engine, spark=spark)
     process_s = _since_process_start() - setup_s
     tree.stop()
+    reap_forkserver()  # its workers' CPU then counts as this child's, not as other load (`run_child`)
     out = {"process_s": process_s, "setup_s": setup_s, "engine": engine, "ingest_tree": tree.report()}
     out["summary"] = {k: summary[k] for k in ("read", "silver", "files", "merge")}
     if p.get("contents"):
