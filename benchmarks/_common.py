@@ -198,7 +198,7 @@ def reap_forkserver() -> None:
     the child again. Uses the forkserver's private `_stop` (Python 3.11), when it has one."""
     from multiprocessing import forkserver
 
-    server = forkserver._forkserver  # type: ignore[attr-defined]
+    server = getattr(forkserver, "_forkserver", None)
     stop = getattr(server, "_stop", None)
     if stop is not None and getattr(server, "_forkserver_pid", None) is not None:
         stop()
