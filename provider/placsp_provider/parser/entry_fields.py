@@ -94,7 +94,7 @@ _CAMEL_BOUNDARY = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 #   GROUPS  every child of that tag, each walked into a dict of its own, in a list;
 #   TEXT    the stripped text of the first child of that tag, None when blank (what `_text` reads):
 #           read as the walk passes, the field costs no second lookup (most fields are texts).
-# A later child of a FIRST/GROUP tag is skipped whole: the first occurrence wins, and nothing is read
+# A later child of a FIRST/GROUP/TEXT tag is skipped whole: the first occurrence wins, and nothing is read
 # from inside a later one. A group keeps its own element under the key "" (for its attributes).
 
 FIRST, GROUP, EACH, GROUPS, TEXT = range(5)
