@@ -11,6 +11,11 @@ INSTALLED := $(VENV)/.installed-$(shell cat pyproject.toml requirements/constrai
 JARS := .cache/spark-jars/.fetched
 LIVE ?=
 DATE ?=
+# Two pytest-xdist workers, one a core (decision 0056). A unit of work is a module, or every module of a
+# costly shared session fixture, the long ones handed out first (tests/work_units.py).
+# `make test TEST_WORKERS=0` runs in one process.
+TEST_WORKERS ?= 2
+WORKERS := $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadscope --no-loadscope-reorder)
 
 .PHONY: demo test test-fast system-test system-deps s3-server bench lint install jars class-archive clean
 
@@ -42,7 +47,7 @@ demo: $(INSTALLED) jars
 
 # CI = `make test`: every test, the system test included (tests/system, marker `system`).
 test: lint $(INSTALLED) jars system-deps s3-server
-	$(PY) -m pytest --durations=25
+	$(PY) -m pytest $(WORKERS) --durations=25
 
 # The S3-compatible server of tests/s3 (SeaweedFS, Apache-2.0): built once from the Go module proxy
 # into .cache/seaweedfs (about 6 minutes on 2 cores), a no-op after.
@@ -68,7 +73,7 @@ system-deps:
 	fi
 
 test-fast: $(INSTALLED)
-	$(PY) -m pytest -m "(unit or http) and not spark and not airflow and not system and not reliability"
+	$(PY) -m pytest $(WORKERS) -m "(unit or http) and not spark and not airflow and not system and not reliability"
 
 # Every benchmark (docs/benchmarks.md); the S3 one starts s3-server's SeaweedFS on 127.0.0.1.
 bench: $(INSTALLED) jars s3-server

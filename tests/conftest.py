@@ -16,11 +16,17 @@ from pathlib import Path
 
 import pytest
 
+from tests import work_units
+
 REPO = Path(__file__).resolve().parents[1]
 SAMPLES = REPO / "include" / "placsp_samples"
 
 _AIRFLOW_HOME = Path(tempfile.mkdtemp(prefix="placsp-airflow-"))
 os.environ.setdefault("AIRFLOW_HOME", str(_AIRFLOW_HOME))
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # A pytest-xdist worker (`make test`) inherits the controller's environment, this home with it:
+    # each worker gets its own, so two never share (and migrate at once) one SQLite metadata DB.
+    os.environ["AIRFLOW_HOME"] = str(_AIRFLOW_HOME)
 os.environ.setdefault("AIRFLOW__CORE__LOAD_EXAMPLES", "False")
 os.environ.setdefault("AIRFLOW__CORE__DAGS_FOLDER", str(REPO / "dags"))
 os.environ.setdefault("AIRFLOW__LOGGING__LOGGING_LEVEL", "WARNING")
@@ -84,13 +90,26 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
+@pytest.hookimpl(tryfirst=True)  # every test collected, before `-m` and `-k` deselect any
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Every test says what it needs (registered markers are also strict: see pyproject.toml)."""
+    """Every test says what it needs (registered markers are also strict: see pyproject.toml), and
+    is in the work unit of the shared session fixture it uses (tests/work_units.py)."""
     unmarked = [item.nodeid for item in items if not _SUITE_MARKERS & {m.name for m in item.iter_markers()}]
     if unmarked:
         raise pytest.UsageError(f"tests without one of the markers {sorted(_SUITE_MARKERS)}: {unmarked[:5]}")
+    work_units.check(items)
     if config.getoption("--reverse"):
         items.reverse()
+    if hasattr(config, "workerinput"):  # a pytest-xdist worker: its order is the order units are handed out in
+        work_units.long_units_first(items)
+
+
+@pytest.hookimpl(optionalhook=True)  # pytest-xdist's hook, in the controller (`make test`: `--dist loadscope`)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
+    """Units of work as tests/work_units.py draws them, not one per module."""
+    if config.getoption("dist") != "loadscope":
+        return None
+    return work_units.UnitScheduling(config, log)
 
 
 @pytest.fixture(autouse=True)
@@ -103,3 +122,27 @@ def _lake_credentials_stay_in_their_test() -> Iterator[None]:
     for name in [k for k in os.environ if k.startswith("AWS_") and k not in before]:
         del os.environ[name]
     os.environ.update(before)
+
+
+_WORKER_REPORTS: list[dict] = []  # what each pytest-xdist worker's reliability tests ran
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    if hasattr(session.config, "workeroutput"):  # a worker: its report goes to the controller
+        from tests.reliability import harness
+
+        session.config.workeroutput["reliability"] = harness.cost_report()
+
+
+@pytest.hookimpl(optionalhook=True)  # pytest-xdist's hook: the controller, as each worker ends
+def pytest_testnodedown(node: object, error: object) -> None:
+    if report := getattr(node, "workeroutput", {}).get("reliability"):
+        _WORKER_REPORTS.append(report)
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """The reliability tests' `placsp` processes: how many, and what they cost (tests/reliability)."""
+    from tests.reliability import harness
+
+    for line in harness.summary_lines([harness.cost_report(), *_WORKER_REPORTS]):
+        terminalreporter.write_line(line)

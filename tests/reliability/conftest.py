@@ -51,18 +51,3 @@ def reference(tmp_path_factory: pytest.TempPathFactory) -> Reference:
 def copy_lake(source: Path, to: Path) -> Path:
     shutil.copytree(source, to)
     return to
-
-
-def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    """What the placsp processes cost: wall time depends on the machine's load, CPU time much less."""
-    if harness.RUNS:
-        spark = [
-            r for r in harness.RUNS if r.args and r.args[0] in ("ingest", "dead-letters") and "delta-rs" not in r.args
-        ]
-        terminalreporter.write_line(
-            f"reliability: {len(harness.RUNS)} placsp processes ({len(spark)} with Spark, "
-            f"{sum(r.killed is not None for r in harness.RUNS)} killed): "
-            f"{sum(r.seconds for r in harness.RUNS):.0f} s wall, {sum(r.cpu_seconds for r in harness.RUNS):.0f} s CPU"
-        )
-    for note in harness.NOTES:
-        terminalreporter.write_line(f"reliability: {note}")

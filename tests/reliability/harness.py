@@ -62,7 +62,7 @@ def commits(lake: Path, tables: Iterable[str] = LAKE_TABLES) -> set[Commit]:
     for table in tables:
         log = table_path(lake, table) / "_delta_log"
         try:
-            names = os.listdir(log)
+            names = os.listdir(str(log))
         except FileNotFoundError:
             continue
         found.update(Commit(table, int(m.group(1))) for n in names if (m := COMMIT.match(n)))
@@ -71,7 +71,7 @@ def commits(lake: Path, tables: Iterable[str] = LAKE_TABLES) -> set[Commit]:
 
 def data_files(lake: Path, table: str) -> set[str]:
     """The Parquet files of a table, committed or not (a MERGE writes them before its commit)."""
-    root = table_path(lake, table)
+    root = Path(str(table_path(lake, table)))  # a local lake: these tests watch files on this disk
     if not root.is_dir():
         return set()
     return {str(p.relative_to(root)) for p in root.rglob("*.parquet") if "_delta_log" not in p.parts}
@@ -84,7 +84,8 @@ class Recorder:
     """A trigger that never fires: it records the commits of the run, in the order they appear."""
 
     def __init__(self, lake: Path) -> None:
-        self.lake, self.seen, self.order = lake, commits(lake), []
+        self.lake, self.seen = lake, commits(lake)
+        self.order: list[Commit] = []
 
     def __call__(self) -> str | None:
         now = commits(self.lake)
@@ -121,7 +122,7 @@ def changes_rows(lake: Path, commit: Commit) -> bool:
 
 def after_changes(lake: Path, n: int = 1) -> Trigger:
     """Fires right after the n-th new commit that changed rows (copy-only rewrites do not count)."""
-    before, judged = commits(lake), {}
+    before, judged = commits(lake), dict[Commit, bool]()
 
     def check() -> str | None:
         new = commits(lake) - before
@@ -259,14 +260,46 @@ def run(
 
 
 RUNS: list[Outcome] = []  # every process this session ran: the suite reports their cost at the end
-NOTES: list[str] = []  # facts worth a line in the report (see conftest.pytest_terminal_summary)
+NOTES: list[str] = []  # facts worth a line in the report (see `summary_lines`)
+
+
+def cost_report() -> dict[str, list[Any]]:
+    """This process's runs and notes, as plain data: a pytest-xdist worker sends it to the controller
+    (tests/conftest.py), which prints every worker's together."""
+    runs = [
+        {
+            "spark": bool(r.args) and r.args[0] in ("ingest", "dead-letters") and "delta-rs" not in r.args,
+            "killed": r.killed is not None,
+            "seconds": r.seconds,
+            "cpu_seconds": r.cpu_seconds,
+        }
+        for r in RUNS
+    ]
+    return {"runs": runs, "notes": list(NOTES)}
+
+
+def summary_lines(reports: Iterable[Mapping[str, list[Any]]]) -> list[str]:
+    """What the placsp processes cost: wall time depends on the machine's load, CPU time much less."""
+    reports = list(reports)
+    runs = [run for report in reports for run in report["runs"]]
+    lines = [f"reliability: {note}" for report in reports for note in report["notes"]]
+    if runs:
+        spark, killed = sum(r["spark"] for r in runs), sum(r["killed"] for r in runs)
+        wall, cpu = sum(r["seconds"] for r in runs), sum(r["cpu_seconds"] for r in runs)
+        lines.insert(
+            0,
+            f"reliability: {len(runs)} placsp processes ({spark} with Spark, {killed} killed): "
+            f"{wall:.0f} s wall, {cpu:.0f} s CPU",
+        )
+    return lines
 
 
 class _CpuMeter:
     """CPU time of a process group, from /proc (Linux): the last value seen of each member."""
 
     def __init__(self, pgid: int) -> None:
-        self.pgid, self.last, self.per_pid = pgid, 0.0, {}
+        self.pgid, self.last = pgid, 0.0
+        self.per_pid: dict[str, float] = {}
         self.tick = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
     def sample(self, every: float = 0.0) -> None:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -75,6 +76,9 @@ def ui_app_env(ui_lake: Path, tmp_path_factory: pytest.TempPathFactory, airflow_
         "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "False",
         "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(passwords),
         "AIRFLOW__CORE__AUTH_MANAGER": "tests.ui.outsider_auth.OutsiderAuthManager",
+        # What signs the logins' JWTs: a deployment sets it (docker-compose.yaml); Airflow makes one
+        # only in some code paths, which tests run before this module may or may not have taken.
+        "AIRFLOW__API_AUTH__JWT_SECRET": secrets.token_hex(16),
         "PLACSP_LAKE": str(ui_lake),
     }
     before = _AuthManagerState.instance
