@@ -99,6 +99,7 @@ def test_show_fix_and_stats_on_an_s3_lake_after_a_delta_rs_ingest(
     assert any("/pages/" in str(p) for p in objects), "the bucket was not listed: the grep would prove nothing"
     leaks = [str(p) for p in objects if secret in p.read_bytes()]
     leaks += [str(p) for p in tmp_path.rglob("*") if p.is_file() and secret in p.read_bytes()]
+    assert s3_lake.scratch.is_dir(), "the runs kept no scratch folder here: its grep would prove nothing"
     leaks += [str(p) for p in s3_lake.scratch.rglob("*") if p.is_file() and secret in p.read_bytes()]
     assert not leaks, f"the secret key is in {leaks}"
 

@@ -105,6 +105,7 @@ def test_a_daily_run_on_s3_writes_what_it_writes_on_local_disk(s3_lake: S3Lake, 
     leaks = [n for n in s3_objects if s3_lake.secret.encode() in (resolve_lake(s3_lake.uri) / n).read_bytes()]
     leaks += [" ".join(o.args) for o in on_s3 if s3_lake.secret in o.stdout + o.stderr]
     leaks += [str(p) for p in (tmp_path / "s3").rglob("*") if p.is_file() and s3_lake.secret.encode() in p.read_bytes()]
+    assert s3_lake.scratch.is_dir(), "the runs kept no scratch folder here: its grep would prove nothing"
     leaks += [str(p) for p in s3_lake.scratch.rglob("*") if p.is_file() and s3_lake.secret.encode() in p.read_bytes()]
     assert not leaks, f"the secret key is in {leaks}"
 

@@ -79,6 +79,7 @@ def test_spark_ingest_replay_and_maintenance_on_s3_write_what_they_write_on_loca
     leaks = [str(p) for p in root.rglob("*") if p.is_file() and secret in p.read_bytes()]
     leaks += [" ".join(o.args) for o in on_s3 if s3_lake.secret in o.stdout + o.stderr]
     leaks += [str(p) for p in (tmp_path / "s3").rglob("*") if p.is_file() and secret in p.read_bytes()]
+    assert s3_lake.scratch.is_dir(), "the runs kept no scratch folder here: its grep would prove nothing"
     leaks += [str(p) for p in s3_lake.scratch.rglob("*") if p.is_file() and secret in p.read_bytes()]
     assert not leaks, f"the secret key is in {leaks}"
 
