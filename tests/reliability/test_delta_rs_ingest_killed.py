@@ -55,7 +55,10 @@ def test_a_daily_run_on_delta_rs_killed_after_each_commit_ends_as_sparks_clean_r
     before = harness.commits(lake)
     ingest(lake, DAY2_RUN, tmp_path, "last").ok()
     changed = Counter(c.table for c in harness.commits(lake) - before if harness.changes_rows(lake, c))
-    assert changed == remaining and changed["reconciliation"] == 1, (dict(changed), dict(remaining))
+    assert changed == remaining, (dict(changed), dict(remaining))  # nothing skipped, nothing twice
+    # The reconciliation is written last, so the last run writes it unless the last kill landed after
+    # it too (a loaded machine): then the run had done everything, and the rerun changes nothing.
+    assert not changed or changed["reconciliation"] == 1, dict(changed)
     assert kills >= len(DAILY_RUN_COMMITS)  # at least one kill after a commit to each table
     counts = harness.assert_same_lake(lake, reference.day2)
     harness.assert_nothing_twice(lake)
